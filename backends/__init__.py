@@ -1,0 +1,1 @@
+"""Backends: turn an ir.Function into something that runs."""

@@ -1,0 +1,43 @@
+"""The error hierarchy. It lives in the lowest layer so every layer can raise it."""
+
+from __future__ import annotations
+
+
+class YotaError(Exception):
+    """Base class of every error Yota raises on purpose (re-exported as ``yota.YotaError``)."""
+
+
+class IRTypeError(YotaError):
+    """An op was applied to operands of the wrong dtype or shape, or with bad attributes."""
+
+
+class VerifyError(YotaError):
+    """An ``ir.Function`` breaks an invariant (SSA order, types, attributes)."""
+
+
+class ParseError(YotaError):
+    """IR text could not be parsed."""
+
+
+class GuardFailed(YotaError):
+    """A guard recorded while tracing does not hold for the current inputs."""
+
+    def __init__(self, message: str, *, guard_index: int = -1) -> None:
+        super().__init__(message)
+        self.guard_index = guard_index
+
+
+class MissingRuleError(YotaError):
+    """Reverse-mode differentiation met an op or primitive that has no derivative rule."""
+
+
+class UnsupportedError(YotaError):
+    """User code used something Yota cannot trace (an unsupported NumPy function, mutation...)."""
+
+
+class TraceError(YotaError):
+    """Tracing failed for a reason rooted in the user's code or arguments."""
+
+
+class SignatureError(YotaError):
+    """Arguments do not match the signature a program was compiled for."""

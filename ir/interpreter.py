@@ -1,0 +1,75 @@
+"""The reference interpreter: runs an ``ir.Function`` on NumPy arrays, op by op.
+
+It is the oracle every backend is tested against, so it favours clarity over speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .core import Function, Value
+from .errors import GuardFailed, IRTypeError, SignatureError
+from .ops import get_opdef
+from .ops.misc import guard_holds
+
+
+def check_inputs(fn: Function, args: Sequence[Any]) -> list[np.ndarray]:
+    """Convert ``args`` to arrays of ``fn``'s input types, with a clear error on mismatch."""
+    if len(args) != len(fn.inputs):
+        raise SignatureError(f"@{fn.name} takes {len(fn.inputs)} inputs, got {len(args)}")
+    out = []
+    for i, (a, v, lab) in enumerate(zip(args, fn.inputs, fn.input_labels, strict=True)):
+        arr = np.asarray(a)
+        if arr.shape != v.type.shape:
+            name = lab or f"input {i}"
+            raise SignatureError(f"@{fn.name}: {name} should have shape {list(v.type.shape)} "
+                                 f"({v.type}), got {list(arr.shape)}")
+        if arr.dtype != v.type.dtype:
+            if not np.can_cast(arr.dtype, v.type.dtype, casting="same_kind"):
+                name = lab or f"input {i}"
+                raise SignatureError(f"@{fn.name}: {name} should be {v.type}, got {arr.dtype}")
+            arr = arr.astype(v.type.dtype)
+        out.append(arr)
+    return out
+
+
+def run(fn: Function, *args: Any) -> list[np.ndarray]:
+    """Run ``fn`` on ``args``; returns its outputs as a list of arrays."""
+    env: dict[Value, np.ndarray] = dict(zip(fn.inputs, check_inputs(fn, args), strict=True))
+    for i, op in enumerate(fn.ops):
+        xs = [env[v] for v in op.operands]
+        if op.name == "guard":
+            if not guard_holds(xs[0], **op.attrs):
+                raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i)
+            continue
+        if op.name == "call":
+            results: Any = run(fn.callees[op.attrs["callee"]], *xs)
+        else:
+            with np.errstate(all="ignore"):
+                results = get_opdef(op.name).impl(*xs, **op.attrs)
+        if len(op.results) == 1:
+            results = [results]
+        for r, val in zip(op.results, results, strict=True):
+            env[r] = _as_type(val, r, op.name)
+    return [env[v] for v in fn.outputs]
+
+
+def _as_type(val: Any, r: Value, opname: str) -> np.ndarray:
+    arr = np.asarray(val)
+    if arr.shape != r.type.shape:
+        raise IRTypeError(f"interpreter: '{opname}' produced shape {arr.shape}, "
+                          f"expected {r.type}")
+    if arr.dtype != r.type.dtype:
+        arr = arr.astype(r.type.dtype)
+    return arr
+
+
+def _guard_message(attrs: dict[str, Any], value: np.ndarray, loc: str | None) -> str:
+    where = f" at {loc}" if loc else ""
+    got = np.asarray(value).reshape(())[()]
+    return (f"guard failed{where}: while tracing, {attrs['kind']}(...) of this value was "
+            f"{attrs['expected']!r}, now the value is {got!r}; "
+            "the program takes another branch and must be retraced")

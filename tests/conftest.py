@@ -1,0 +1,3 @@
+import os
+
+os.environ.setdefault("YOTA_VERIFY", "1")

@@ -1,0 +1,1 @@
+"""Yota: a reverse-mode automatic-differentiation compiler for NumPy code."""
