@@ -1,0 +1,170 @@
+"""The reverse sweep: ``vjp(fn)`` appends the backward pass to ``fn``'s forward ops.
+
+Only *active* values get cotangents: those reachable from a ``wrt`` input through
+differentiable edges that also reach the output. Each rule runs in a scratch builder
+whose ops are kept only when a needed cotangent depends on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core import Builder, Function, Op, Value
+from ..errors import MissingRuleError
+from ..ops import get_opdef
+from ..ops.shape import broadcastable
+from ..types import is_float
+from ..verifier import maybe_verify
+from .helpers import add
+from .registry import NONDIFF, AutodiffError, Grads, nodiff_args, primitive_key
+from .rules_misc import call_vjp, missing_op_message
+
+
+def vjp(fn: Function, wrt: Sequence[int] | None = None) -> Function:
+    """The function computing ``fn``'s value and its gradients with respect to ``wrt``.
+
+    ``fn`` must have one output, a 0-d float. The result takes ``fn``'s inputs and returns
+    ``[value, grad...]``, one gradient per ``wrt`` input connected to the output (listed in
+    its ``attrs["grads"]``).
+
+    >>> from yota.ir import Builder, TensorType, run
+    >>> b = Builder("f")
+    >>> x = b.input(TensorType("f64", (3,)), "x")
+    >>> f = b.build([b.sum(b.mul(x, x), axes=(0,))])
+    >>> [a.tolist() for a in run(vjp(f), [1.0, 2.0, 3.0])]
+    [14.0, [2.0, 4.0, 6.0]]
+    """
+    out = _check_scalar(fn)
+    idx = _wrt(fn, wrt)
+    active = _active(fn, {fn.inputs[i] for i in idx}, out)
+    b = Builder(f"{fn.name}_vjp")
+    b.inputs, b.input_labels = list(fn.inputs), list(fn.input_labels)
+    b.ops, b.callees = list(fn.ops), dict(fn.callees)
+    names = _names(fn)
+    ct: dict[Value, Value] = {}
+    if out in active:
+        with b.at(f"adjoint of {names[out]} via rule seed"):
+            ct[out] = b.const(1.0, out.dtype, ())
+    for op in reversed(fn.ops):
+        _backprop(b, fn, op, ct, active, names)
+    grads = tuple(i for i in idx if fn.inputs[i] in ct)
+    labels = ["value"] + [f"grad {fn.input_labels[i] or f'%{i}'}" for i in grads]
+    outputs = [out] + [ct[fn.inputs[i]] for i in grads]
+    return maybe_verify(b.build(outputs, labels, {"grads": grads}))
+
+
+def _check_scalar(fn: Function) -> Value:
+    if len(fn.outputs) != 1:
+        raise AutodiffError(f"vjp needs a function with exactly one output (a 0-d float); "
+                            f"@{fn.name} has {len(fn.outputs)}")
+    out = fn.outputs[0]
+    if out.ndim != 0 or not is_float(out.dtype):
+        raise AutodiffError(f"vjp needs a 0-d float output; @{fn.name} returns {out.type}")
+    return out
+
+
+def _wrt(fn: Function, wrt: Sequence[int] | None) -> list[int]:
+    """The requested input indices that can have a gradient (float inputs), in order."""
+    if wrt is None:
+        wrt = range(len(fn.inputs))
+    out: list[int] = []
+    for i in wrt:
+        if not isinstance(i, int) or not 0 <= i < len(fn.inputs):
+            raise AutodiffError(f"vjp: wrt index {i!r} is not an input of @{fn.name} "
+                                f"(it has {len(fn.inputs)})")
+        if is_float(fn.inputs[i].dtype) and i not in out:
+            out.append(i)
+    return out
+
+
+def _edges(fn: Function, op: Op) -> list[int]:
+    """Operand indices through which ``op`` passes gradient."""
+    if op.name in NONDIFF or not any(is_float(r.dtype) for r in op.results):
+        return []
+    skip = nodiff_args(fn.callees[op.attrs["callee"]]) if op.name == "call" else set()
+    return [i for i, v in enumerate(op.operands) if is_float(v.dtype) and i not in skip]
+
+
+def _active(fn: Function, wrt: set[Value], out: Value) -> set[Value]:
+    """Values on a differentiable path from a ``wrt`` input to ``out``."""
+    fwd = set(wrt)
+    for op in fn.ops:
+        if any(op.operands[i] in fwd for i in _edges(fn, op)):
+            fwd.update(r for r in op.results if is_float(r.dtype))
+    bwd = {out}
+    for op in reversed(fn.ops):
+        if any(r in bwd for r in op.results):
+            bwd.update(op.operands[i] for i in _edges(fn, op))
+    return fwd & bwd
+
+
+def _names(fn: Function) -> dict[Value, str]:
+    """Value names as the printer assigns them: inputs, then op results in order."""
+    vals = list(fn.inputs) + [r for op in fn.ops for r in op.results]
+    return {v: f"%{i}" for i, v in enumerate(vals)}
+
+
+def _backprop(b: Builder, fn: Function, op: Op, ct: dict[Value, Value], active: set[Value],
+              names: dict[Value, str]) -> None:
+    """Emit the cotangents ``op`` sends to its active operands, accumulating into ``ct``."""
+    needed = [i for i in _edges(fn, op) if op.operands[i] in active]
+    dys = [ct.get(r) for r in op.results]
+    if not needed or all(d is None for d in dys):
+        return
+    rule_name = _rule_name(fn, op)
+    sub = Builder(b.name)
+    with sub.at(f"adjoint of {names[op.results[0]]} via rule {rule_name}"):
+        grads = _apply_rule(sub, fn, op, dys, needed)
+        for i in needed:
+            if grads[i] is not None:
+                v = op.operands[i]
+                g = _fit(sub, grads[i], v, rule_name)
+                ct[v] = add(sub, ct[v], g) if v in ct else g
+    _flush(b, sub, [ct[op.operands[i]] for i in needed if op.operands[i] in ct])
+
+
+def _rule_name(fn: Function, op: Op) -> str:
+    if op.name == "call":
+        return primitive_key(fn.callees[op.attrs["callee"]])
+    return op.name
+
+
+def _apply_rule(sub: Builder, fn: Function, op: Op, dys: list[Value | None],
+                needed: list[int]) -> Grads:
+    if op.name == "call":
+        zeros = [d if d is not None else sub.const(0, r.dtype, r.shape)
+                 for d, r in zip(dys, op.results, strict=True)]
+        grads = call_vjp(sub, op, fn.callees[op.attrs["callee"]], zeros, needed)
+    elif op.name in RULES:
+        grads = RULES[op.name](sub, op, dys[0])  # type: ignore[arg-type]
+    else:
+        raise MissingRuleError(missing_op_message(op))
+    if len(grads) != len(op.operands):
+        raise AutodiffError(f"the rule of {_rule_name(fn, op)!r} gave {len(grads)} cotangents "
+                            f"for {len(op.operands)} operands")
+    return grads
+
+
+def _fit(sub: Builder, g: Value | None, v: Value, rule_name: str) -> Value:
+    """A rule's cotangent ``g`` as ``v``'s type (summing broadcast axes, converting)."""
+    if isinstance(g, Value) and g.type == v.type:
+        return g
+    if isinstance(g, Value) and is_float(g.dtype) and broadcastable(v.shape, g.shape):
+        return sub.sum_to_shape(sub.convert_to(g, v.dtype), v.shape)
+    got = g.type if isinstance(g, Value) else type(g).__name__
+    raise AutodiffError(f"the rule of {rule_name!r} gave a cotangent of type {got} "
+                        f"for an operand of type {v.type}")
+
+
+def _flush(b: Builder, sub: Builder, keep: list[Value]) -> None:
+    """Move to ``b`` the ops of ``sub`` that ``keep`` depends on (a local dead-code pass)."""
+    live, kept = set(keep), []
+    for op in reversed(sub.ops):
+        if get_opdef(op.name).effect or any(r in live for r in op.results):
+            kept.append(op)
+            live.update(op.operands)
+    b.ops.extend(reversed(kept))
+    b.callees.update(sub.callees)
+
+
+from . import RULES  # noqa: E402  (the merged table; imported last to avoid a cycle)
