@@ -1,1 +1,28 @@
-"""Yota: a reverse-mode automatic-differentiation compiler for NumPy code."""
+"""Yota: a reverse-mode automatic-differentiation compiler for NumPy code.
+
+>>> import numpy as np, yota
+>>> val, g = yota.grad(lambda x: np.sum(x * x), np.arange(3.0))
+>>> g[0]
+array([0., 2., 4.])
+"""
+
+from yota.ir.errors import (
+    GuardFailed,
+    MissingRuleError,
+    SignatureError,
+    TraceError,
+    UnsupportedError,
+    YotaError,
+)
+
+from . import numpy_map as _numpy_map  # noqa: F401  (installs Tracer methods)
+from .primitives import primitive
+from .tape import Tape
+from .tracer import trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
+    "YotaError", "Tape", "primitive", "trace",
+]

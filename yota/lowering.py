@@ -1,0 +1,156 @@
+"""Tape → IR: resolves structure access to input leaves and lowers each NumPy-level call
+through the table in ``yota.numpy_map``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from yota.ir.core import Builder, Function, Value
+from yota.ir.errors import TraceError, YotaError
+from yota.ir.types import TensorType, as_dtype
+from yota.ir.verifier import maybe_verify
+
+from . import structs
+from .tape import Entry, Tape, Var
+
+
+class Lowering:
+    """What a lowering function sees: the builder and the tape → IR value map."""
+
+    def __init__(self, b: Builder) -> None:
+        self.b = b
+        self.env: dict[Var, Value] = {}
+        self.weak: set[Value] = set()
+
+    def is_traced(self, a: Any) -> bool:
+        return isinstance(a, Var)
+
+    def type_of(self, a: Any) -> TensorType | None:
+        if isinstance(a, Var):
+            return a.type
+        if isinstance(a, np.ndarray):
+            return TensorType(a.dtype, a.shape) if a.dtype.kind in "biuf" else None
+        return None
+
+    def operand(self, a: Any, dtype: Any, shape: tuple[int, ...] | None) -> Value:
+        """An IR value for argument ``a`` (a Var, or a Python scalar/list made constant),
+        converted to ``dtype`` and broadcast to ``shape`` when those are given."""
+        if isinstance(a, Var):
+            v = self.env[a]
+            if dtype is not None:
+                v = self.b.convert_to(v, dtype)
+        else:
+            arr = np.asarray(a)
+            if arr.dtype.kind not in "biuf":
+                raise TraceError(f"cannot use {a!r} as an array operand")
+            if dtype is None:
+                dtype = np.result_type(a) if not isinstance(a, (list, tuple)) else arr.dtype
+                dtype = {"i": np.int64, "u": np.int64, "b": np.bool_}.get(
+                    np.dtype(dtype).kind, dtype)
+            if shape is not None and arr.ndim == 0:
+                return self.b.const(arr, dtype, shape)
+            v = self.b.const(arr.astype(as_dtype(dtype)))
+        return self.b.broadcast_to(v, shape) if shape is not None else v
+
+    def promote(self, *args: Any) -> np.dtype:
+        """NEP 50 promotion: Python scalars and weak (Python float) values are weak."""
+        stand_ins = []
+        for a in args:
+            if isinstance(a, Var):
+                v = self.env[a]
+                if v in self.weak:
+                    stand_ins.append({"f": 0.0, "b": False}.get(v.dtype.kind, 0))
+                else:
+                    stand_ins.append(v.dtype)
+            else:
+                stand_ins.append(a)
+        return np.result_type(*stand_ins)
+
+
+def tape_to_ir(tape: Tape, name: str | None = None) -> Function:
+    b = Builder(name or tape.fname)
+    L = Lowering(b)
+    _inputs(tape, L)
+    for e in tape.entries:
+        if e.kind in ("input", "getattr", "getitem", "captured"):
+            continue
+        with b.at(str(e.loc) if e.loc else None):
+            _lower_entry(tape, L, e)
+    outs = [_output(L, leaf) for leaf in result_leaves(tape.result)]
+    return maybe_verify(b.build(outs))
+
+
+def _inputs(tape: Tape, L: Lowering) -> None:
+    """IR inputs: every dynamic leaf of the arguments, then captured arrays."""
+    for argnum, path, var in tape.leaf_vars:
+        t = var.type if var is not None else None
+        if t is None:
+            t = _leaf_type(tape, argnum, path)
+        v = L.b.input(t, structs.format_path(path, _argname(tape, argnum)))
+        if var is not None:
+            L.env[var] = v
+            if var.weak:
+                L.weak.add(v)
+    for e in tape.captured:
+        v = L.b.input(e.outs[0].type, f"captured {e.extra}")
+        L.env[e.outs[0]] = v
+
+
+def _argname(tape: Tape, argnum: int) -> str:
+    names = tape.argnames
+    return names[argnum] if argnum < len(names) else f"arg{argnum}"
+
+
+def _leaf_type(tape: Tape, argnum: int, path: tuple[Any, ...]) -> TensorType:
+    arg = next(e.value for e in tape.entries if e.kind == "input" and e.extra == argnum)
+    leaf = structs.get_path(arg, path)
+    a = np.asarray(leaf)
+    return TensorType(a.dtype, a.shape)
+
+
+def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
+    if e.kind == "const":
+        L.env[e.outs[0]] = L.b.const(e.value)
+        return
+    if e.kind == "guard":
+        L.b.guard(L.env[e.args[0]], expected=e.extra["expected"], kind=e.extra["kind"])
+        return
+    from .numpy_map import TABLE
+    from .primitives import lower_primitive
+
+    outs = [v.type for v in e.outs]
+    try:
+        if e.extra is not None:
+            res = lower_primitive(L, e, tape)
+        else:
+            res = TABLE[e.fn].lower(L, outs, *e.args, **e.kwargs)
+    except YotaError as err:
+        if e.loc is not None and str(e.loc) not in str(err):
+            raise type(err)(f"{err} (at {e.loc.describe()})") from err
+        raise
+    res = list(res) if isinstance(res, (list, tuple)) else [res]
+    for var, v in zip(e.outs, res, strict=True):
+        if v.type != var.type:
+            raise TraceError(f"internal error: '{e.fn}' at {e.loc} lowered to {v.type}, but "
+                             f"NumPy computed {var.type}")
+        L.env[var] = v
+        if var.weak:
+            L.weak.add(v)
+
+
+def result_leaves(r: Any) -> list[Any]:
+    if isinstance(r, Var) or r is None or isinstance(r, (int, float, bool)):
+        return [r]
+    if isinstance(r, dict):
+        return [x for v in r.values() for x in result_leaves(v)]
+    return [x for v in r for x in result_leaves(v)]
+
+
+def _output(L: Lowering, leaf: Any) -> Value:
+    if isinstance(leaf, Var):
+        return L.env[leaf]
+    if leaf is None:
+        raise TraceError("a traced function returned None")
+    return L.b.const(float(leaf) if isinstance(leaf, float) else leaf)

@@ -1,0 +1,135 @@
+"""Walks argument structures: array leaves with field paths, static values, rebuilding.
+
+A structure is an array, a Python float (a differentiable 0-d leaf), a static value
+(int, bool, str, None, any other hashable object), or a container of those: dataclasses,
+objects with ``__dict__``, NamedTuples, tuples, lists and dicts.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from yota.ir.errors import TraceError
+from yota.ir.types import DTYPE_NAMES
+
+Path = tuple[Any, ...]
+_SCALARS = (int, bool, str, bytes, type(None), complex)
+_OPAQUE = (type, np.dtype, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+           types.ModuleType, np.ufunc, functools.partial, range, slice)
+
+
+def is_leaf(x: Any) -> bool:
+    """Dynamic leaves: arrays, NumPy scalars and Python floats."""
+    return isinstance(x, (np.ndarray, np.generic)) or type(x) is float
+
+
+def _is_namedtuple(x: Any) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def children(x: Any) -> list[tuple[Any, Any]] | None:
+    """(key, child) pairs of a container, or None for a leaf or static value."""
+    if is_leaf(x) or isinstance(x, _SCALARS) or isinstance(x, _OPAQUE):
+        return None
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return [(f.name, getattr(x, f.name)) for f in dataclasses.fields(x)]
+    if _is_namedtuple(x):
+        return list(zip(type(x)._fields, x, strict=True))
+    if isinstance(x, (tuple, list)):
+        return list(enumerate(x))
+    if isinstance(x, dict):
+        return list(x.items())
+    if hasattr(x, "__dict__") and not isinstance(x, type):
+        return list(vars(x).items())
+    return None
+
+
+def is_attr_container(x: Any) -> bool:
+    """True when children are reached with getattr (dataclass, object, NamedTuple)."""
+    return (dataclasses.is_dataclass(x) or _is_namedtuple(x)
+            or not isinstance(x, (tuple, list, dict)))
+
+
+def flatten(x: Any, path: Path = ()) -> tuple[list[tuple[Path, Any]], Any]:
+    """Dynamic leaves (path, value) in a fixed order, and a hashable ``treedef``.
+
+    The treedef holds each container's type and keys, each static value, and each
+    leaf's kind, dtype and shape: two arguments with equal treedefs have one signature.
+    """
+    leaves: list[tuple[Path, Any]] = []
+    return leaves, _flatten(x, path, leaves)
+
+
+def _flatten(x: Any, path: Path, leaves: list[tuple[Path, Any]]) -> Any:
+    if is_leaf(x):
+        leaves.append((path, x))
+        return ("leaf", leaf_signature(x, path))
+    kids = children(x)
+    if kids is None:
+        return ("static", _static_key(x))
+    return (type(x), tuple(k for k, _ in kids),
+            tuple(_flatten(v, path + (k,), leaves) for k, v in kids))
+
+
+def leaf_signature(x: Any, path: Path = ()) -> tuple[Any, ...]:
+    if type(x) is float:
+        return ("float",)
+    arr = np.asarray(x)
+    if arr.dtype not in DTYPE_NAMES:
+        where = format_path(path) or "the argument"
+        raise TraceError(f"{where} has dtype {arr.dtype}, which Yota does not support; "
+                         "convert it to float32, float64, int32, int64 or bool")
+    return (DTYPE_NAMES[arr.dtype], arr.shape)
+
+
+def _static_key(x: Any) -> Any:
+    try:
+        hash(x)
+    except TypeError:
+        return ("id", id(x))
+    return (type(x), x)
+
+
+def rebuild(x: Any, fn: Callable[[Path, Any], Any], path: Path = ()) -> Any:
+    """A copy of structure ``x`` with each leaf replaced by ``fn(path, leaf)``.
+
+    Containers are shallow-copied (frozen dataclasses included), never mutated.
+    """
+    if is_leaf(x):
+        return fn(path, x)
+    kids = children(x)
+    if kids is None:
+        return x
+    new = {k: rebuild(v, fn, path + (k,)) for k, v in kids}
+    if _is_namedtuple(x):
+        return type(x)(*new.values())
+    if isinstance(x, tuple):
+        return tuple(new.values())
+    if isinstance(x, list):
+        return list(new.values())
+    if isinstance(x, dict):
+        return {k: new[k] for k, _ in kids}
+    out = copy.copy(x)
+    for k, v in new.items():
+        object.__setattr__(out, k, v)
+    return out
+
+
+def get_path(x: Any, path: Path) -> Any:
+    for k in path:
+        x = getattr(x, k) if is_attr_container(x) and isinstance(k, str) else x[k]
+    return x
+
+
+def format_path(path: Path, root: str = "") -> str:
+    out = root
+    for k in path:
+        out += f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{k!r}]"
+    return out.lstrip(".")
