@@ -50,8 +50,8 @@ def run(fn: Function, *args: Any) -> list[np.ndarray]:
         else:
             with np.errstate(all="ignore"):
                 results = get_opdef(op.name).impl(*xs, **op.attrs)
-        if len(op.results) == 1:
-            results = [results]
+            if len(op.results) == 1:
+                results = [results]
         for r, val in zip(op.results, results, strict=True):
             env[r] = _as_type(val, r, op.name)
     return [env[v] for v in fn.outputs]
