@@ -16,6 +16,7 @@ from yota.ir.errors import (
 )
 
 from . import numpy_map as _numpy_map  # noqa: F401  (installs Tracer methods)
+from .grad import GradientResult, grad, stats
 from .primitives import primitive
 from .tape import Tape
 from .tracer import trace
@@ -24,5 +25,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
-    "YotaError", "Tape", "primitive", "trace",
+    "YotaError", "Tape", "primitive", "trace", "grad", "GradientResult", "stats",
 ]

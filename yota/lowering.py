@@ -94,7 +94,7 @@ def _inputs(tape: Tape, L: Lowering) -> None:
             if var.weak:
                 L.weak.add(v)
     for e in tape.captured:
-        v = L.b.input(e.outs[0].type, f"captured {e.extra}")
+        v = L.b.input(e.outs[0].type, f"captured {e.extra[1]}")
         L.env[e.outs[0]] = v
 
 

@@ -46,7 +46,7 @@ def format_entry(e: Entry) -> str:
     elif e.kind == "const":
         line = f"{outs} = const({format_static(e.value)})::{e.outs[0].type}"
     elif e.kind == "captured":
-        line = f"{outs} = captured({e.extra})::{e.outs[0].type}"
+        line = f"{outs} = captured({e.extra[1]})::{e.outs[0].type}"
     else:
         args = [format_static(a) for a in e.args]
         args += [f"{k}={format_static(v)}" for k, v in e.kwargs.items()]

@@ -125,15 +125,19 @@ class TraceContext:
         return expected
 
 
-def _binding_name(arr: Any) -> str:
-    """A name the array is bound to in the user's frame, for messages and change checks."""
+def _binding_name(arr: Any) -> tuple[dict[str, Any] | None, str]:
+    """Where the user's frame binds the array: (globals dict or None, name).
+
+    A global binding is re-checked on every call, so rebinding the name retraces."""
     f = _user_frame()
     if f is not None:
-        for scope in (f.f_locals, f.f_globals):
-            for k, v in scope.items():
-                if v is arr:
-                    return k
-    return f"array at {id(arr):#x}"
+        for k, v in f.f_locals.items():
+            if v is arr:
+                return None, k
+        for k, v in f.f_globals.items():
+            if v is arr:
+                return f.f_globals, k
+    return None, f"array at {id(arr):#x}"
 
 
 def _leaf_value(x: Any) -> Any:

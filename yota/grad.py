@@ -1,0 +1,253 @@
+"""``yota.grad``: value and gradients of a scalar function, with static or dynamic graphs.
+
+Static graphs (default): the traced, differentiated, optimized program is cached per
+function and argument signature and replayed on new inputs; the guards recorded while
+tracing are checked on every replay, and a failed guard retraces and caches the new
+variant beside the old one. ``dynamic=True`` retraces on every call and reuses the
+compiled program of any earlier identical tape, fed with the new inputs.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from yota.backends import get_backend
+from yota.ir.autodiff import vjp
+from yota.ir.core import Function
+from yota.ir.errors import GuardFailed, TraceError
+from yota.ir.printer import print_function
+
+from . import structs
+from .program import Program, signature
+from .tape import Tape, Var
+from .tracer import trace
+
+log = logging.getLogger("yota")
+
+
+@dataclass
+class Stats:
+    """Counters that make caching observable: ``yota.stats.traces`` etc."""
+
+    traces: int = 0
+    hits: int = 0
+    guard_failures: int = 0
+    compiles: int = 0
+
+    def reset(self) -> None:
+        self.traces = self.hits = self.guard_failures = self.compiles = 0
+
+
+stats = Stats()
+
+
+class GradientResult:
+    """Gradients by argument: ``g[i]`` is an array for an array argument, a float for a
+    float argument, a dict ``{field path: gradient}`` for a structure (only the fields
+    that received a gradient), and None for an argument with no gradient."""
+
+    def __init__(self, grads: list[Any], program: Program, argnames: Sequence[str]) -> None:
+        self._grads = grads
+        self._program = program
+        self._argnames = list(argnames)
+
+    def __getitem__(self, i: int) -> Any:
+        return self._grads[i]
+
+    def __len__(self) -> int:
+        return len(self._grads)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._grads)
+
+    @property
+    def tape(self) -> Function:
+        """The gradient program (IR) that computed these gradients."""
+        return self._program.fn
+
+    def __repr__(self) -> str:
+        lines = ["GradientResult("]
+        for name, g in zip(self._argnames, self._grads, strict=True):
+            if isinstance(g, dict):
+                lines.append(f"  {name}: {{")
+                for k, v in g.items():
+                    lines.append(f"    {k!r}: {_short(v)},")
+                lines.append("  },")
+            else:
+                lines.append(f"  {name}: {_short(g)},")
+        return "\n".join(lines + [")"])
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        body = np.array2string(v, threshold=8, precision=4, separator=", ")
+        return f"{body.replace(chr(10), ' ')} ({v.dtype}{list(v.shape)})"
+    return repr(v)
+
+
+@dataclass
+class _Variants:
+    programs: list[Program] = field(default_factory=list)
+
+
+_static_cache: weakref.WeakKeyDictionary[Any, dict[Any, _Variants]] = weakref.WeakKeyDictionary()
+_dynamic_cache: dict[str, Program] = {}
+
+
+def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
+         optimize: bool = True) -> tuple[Any, GradientResult]:
+    """Value and gradient of scalar function ``f`` at ``args``.
+
+    >>> import numpy as np, yota
+    >>> val, g = yota.grad(lambda x, y: np.sum(x * y), np.array([1.0, 2.0]), 3.0)
+    >>> float(val), g[0], g[1]
+    (9.0, array([3., 3.]), 3.0)
+    """
+    if dynamic:
+        program = _dynamic_program(f, args, backend, optimize)
+        outs = program(args)
+    else:
+        program, outs = _static_run(f, args, backend, optimize)
+    return _unpack(program, outs, args)
+
+
+def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
+                optimize: bool) -> tuple[Program, list[np.ndarray]]:
+    key = (signature(args), backend, optimize)
+    per_fn = _static_cache.setdefault(_cache_owner(f), {})
+    variants = per_fn.setdefault(key, _Variants())
+    for program in list(variants.programs):
+        if not program.still_valid():
+            variants.programs.remove(program)
+            continue
+        try:
+            outs = program(args)
+        except GuardFailed as e:
+            stats.guard_failures += 1
+            log.info("yota: %s", e)
+            continue
+        stats.hits += 1
+        return program, outs
+    program = build_grad_program(f, args, backend, optimize)
+    variants.programs.insert(0, program)
+    return program, program(args)
+
+
+def _cache_owner(f: Any) -> Any:
+    try:
+        weakref.ref(f)
+        return f
+    except TypeError:
+        return _Unweakrefable.get(f)
+
+
+class _Unweakrefable:
+    """Holds cache entries for callables that cannot be weakly referenced."""
+
+    _boxes: dict[int, Any] = {}
+
+    @classmethod
+    def get(cls, f: Any) -> Any:
+        box = cls._boxes.get(id(f))
+        if box is None or box[0] is not f:
+            box = cls._boxes[id(f)] = (f, cls())
+        return box[1]
+
+
+def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
+                     optimize: bool) -> Program:
+    val, tape = _trace(f, args)
+    fn = tape.to_ir()
+    key = f"{backend}|{optimize}|{print_function(fn)}"
+    program = _dynamic_cache.get(key)
+    if program is None:
+        program = _compile_grad(tape, fn, backend, optimize)
+        _dynamic_cache[key] = program
+    else:
+        stats.hits += 1
+        program = Program.build(tape, program.fn, program.exe)
+    return program
+
+
+def _trace(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
+    stats.traces += 1
+    log.info("yota: tracing %s", getattr(f, "__name__", f))
+    val, tape = trace(f, *args)
+    _check_scalar(tape, val, f)
+    return val, tape
+
+
+def _check_scalar(tape: Tape, val: Any, f: Any) -> None:
+    r = tape.result
+    name = getattr(f, "__name__", "f")
+    if isinstance(r, Var):
+        if r.type is not None and r.type.ndim == 0 and r.type.dtype.kind == "f":
+            return
+        what = f"an array {r.type}"
+    elif isinstance(r, float):
+        return
+    else:
+        what = f"a {type(val).__name__}"
+    raise TraceError(f"yota.grad needs {name} to return a scalar float (0-d), but it returned "
+                     f"{what}; reduce it first (np.sum, np.mean) or differentiate one element")
+
+
+def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
+                       optimize: bool) -> Program:
+    _, tape = _trace(f, args)
+    return _compile_grad(tape, tape.to_ir(), backend, optimize)
+
+
+def _compile_grad(tape: Tape, fn: Function, backend: str | None, optimize: bool) -> Program:
+    n_leaves = len(tape.leaf_vars)
+    wrt = [i for i in range(n_leaves) if fn.inputs[i].dtype.kind == "f"]
+    gfn = vjp(fn, wrt)
+    if optimize:
+        gfn = run_pipeline(gfn)
+    stats.compiles += 1
+    return Program.build(tape, gfn, get_backend(backend).compile(gfn))
+
+
+def run_pipeline(fn: Function) -> Function:
+    """The default optimization pipeline (``yota.ir.passes``), when available."""
+    try:
+        from yota.ir.passes import optimize as _optimize
+    except ImportError:
+        return fn
+    return _optimize(fn)
+
+
+def _unpack(program: Program, outs: list[np.ndarray], args: Sequence[Any]
+            ) -> tuple[Any, GradientResult]:
+    tape = program.tape
+    value = _scalar(outs[0], isinstance(tape.result, float) or _weak(tape.result))
+    by_leaf = dict(zip(program.fn.attrs.get("grads", ()), outs[1:], strict=True))
+    grads: list[Any] = [None] * len(args)
+    structured: dict[int, dict[tuple[Any, ...], Any]] = {}
+    for i, (argnum, path, _) in enumerate(tape.leaf_vars):
+        if i not in by_leaf:
+            continue
+        g = by_leaf[i]
+        leaf = structs.get_path(args[argnum], path)
+        g = float(g) if type(leaf) is float else g
+        if path == () and structs.is_leaf(args[argnum]):
+            grads[argnum] = g
+        else:
+            structured.setdefault(argnum, {})[path] = g
+    for argnum, d in structured.items():
+        grads[argnum] = d
+    return value, GradientResult(grads, program, tape.argnames)
+
+
+def _weak(r: Any) -> bool:
+    return isinstance(r, Var) and r.weak
+
+
+def _scalar(x: np.ndarray, as_float: bool) -> Any:
+    return float(x) if as_float else x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x

@@ -1,0 +1,61 @@
+"""A traced program ready to run on new arguments of the same signature.
+
+It maps arguments to the IR's inputs (the dynamic leaves, then captured arrays), checks
+that small constant arrays taken from user code did not change and that captured globals
+were not rebound (either triggers a retrace), and runs the compiled IR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from yota.ir.core import Function
+
+from . import structs
+from .tape import Tape
+
+
+def signature(args: Sequence[Any]) -> tuple[Any, ...]:
+    """The cache key of an argument list: structure, static values, leaf dtypes and shapes."""
+    return tuple(structs.flatten(a)[1] for a in args)
+
+
+def leaves_of(args: Sequence[Any]) -> list[Any]:
+    out = []
+    for a in args:
+        out.extend(v for _, v in structs.flatten(a)[0])
+    return out
+
+
+@dataclass
+class Program:
+    tape: Tape
+    fn: Function  # the IR that runs (after differentiation and optimization)
+    exe: Any
+    consts: list[tuple[Any, np.ndarray]] = field(default_factory=list)
+    captured: list[tuple[Any, dict[str, Any] | None, str]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, tape: Tape, fn: Function, exe: Any) -> Program:
+        consts = [(e.extra, e.value) for e in tape.entries
+                  if e.kind == "const" and isinstance(e.extra, np.ndarray)]
+        captured = [(e.value, *e.extra) for e in tape.captured]
+        return cls(tape, fn, exe, consts, captured)
+
+    def still_valid(self) -> bool:
+        """False when a constant array from user code changed or a global was rebound."""
+        for obj, snapshot in self.consts:
+            if obj.shape != snapshot.shape or not np.array_equal(obj, snapshot, equal_nan=True):
+                return False
+        return all(scope is None or scope.get(name) is obj
+                   for obj, scope, name in self.captured)
+
+    def inputs(self, args: Sequence[Any]) -> list[Any]:
+        return leaves_of(args) + [obj for obj, _, _ in self.captured]
+
+    def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
+        return self.exe(*self.inputs(args))
