@@ -16,8 +16,12 @@ from yota.ir.errors import (
 )
 
 from . import numpy_map as _numpy_map  # noqa: F401  (installs Tracer methods)
+from .compile import CompiledFunction, compile, play
 from .grad import GradientResult, grad, stats
 from .primitives import primitive
+from .rules import check_rule, diffrule, nodiff
+from .simplegrad import simplegrad
+from .update import update_
 from .tape import Tape
 from .tracer import trace
 
@@ -26,4 +30,6 @@ __version__ = "0.1.0"
 __all__ = [
     "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "grad", "GradientResult", "stats",
+    "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
+    "update_",
 ]

@@ -3,6 +3,7 @@ through the table in ``yota.numpy_map``."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,7 @@ class Lowering:
 
 
 def tape_to_ir(tape: Tape, name: str | None = None) -> Function:
-    b = Builder(name or tape.fname)
+    b = Builder(re.sub(r"\W", "_", name or tape.fname))
     L = Lowering(b)
     _inputs(tape, L)
     for e in tape.entries:

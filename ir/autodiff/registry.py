@@ -30,7 +30,7 @@ NONDIFF: frozenset[str] = frozenset({
 })
 
 CALL_RULES: dict[str, CallRule] = {}
-NODIFF_ARGS: dict[str, set[int]] = {}
+NODIFF_ARGS: dict[str, set[int | str]] = {}
 
 
 def register_call_rule(key: str, rule: CallRule) -> CallRule:
@@ -42,12 +42,13 @@ def register_call_rule(key: str, rule: CallRule) -> CallRule:
     return rule
 
 
-def register_nodiff(key: str, argindex: int) -> None:
-    """Declare that argument ``argindex`` of the primitive ``key`` receives no gradient.
+def register_nodiff(key: str, arg: int | str) -> None:
+    """Declare that argument ``arg`` (an operand index, or a name from the callee's
+    ``argnames``) of the primitive ``key`` receives no gradient.
 
     >>> register_nodiff("demo.scale", 1)
     """
-    NODIFF_ARGS.setdefault(key, set()).add(int(argindex))
+    NODIFF_ARGS.setdefault(key, set()).add(arg if isinstance(arg, str) else int(arg))
 
 
 def primitive_key(callee: Function) -> str:
@@ -56,4 +57,7 @@ def primitive_key(callee: Function) -> str:
 
 
 def nodiff_args(callee: Function) -> set[int]:
-    return NODIFF_ARGS.get(primitive_key(callee), set())
+    names = [str(a) for a in callee.attrs.get("argnames", ())]
+    marks = NODIFF_ARGS.get(primitive_key(callee), set())
+    return {names.index(m) if isinstance(m, str) else m for m in marks
+            if not isinstance(m, str) or m in names}

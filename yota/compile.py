@@ -1,0 +1,110 @@
+"""``yota.compile`` and ``yota.play``: run a traced function (not its gradient) on new inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from yota.backends import get_backend
+from yota.ir.errors import GuardFailed, SignatureError
+
+from .program import Program, signature
+from .tape import Tape, Var
+from .tracer import trace
+
+
+def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
+    it = iter(outs)
+
+    def build(r: Any) -> Any:
+        if isinstance(r, Var):
+            v = next(it)
+            return float(v) if r.weak else v
+        if isinstance(r, dict):
+            return {k: build(v) for k, v in r.items()}
+        if isinstance(r, (list, tuple)):
+            return type(r)(build(v) for v in r)
+        next(it)
+        return r
+
+    return build(result)
+
+
+def _input_signature(tape: Tape) -> tuple[Any, ...]:
+    args = [e.value for e in tape.entries if e.kind == "input"]
+    return signature(args)
+
+
+def play(tape: Tape, *args: Any) -> Any:
+    """Replay ``tape`` on new arguments of the same signature (Yota.jl's ``play!``).
+
+    Runs the tape's IR on the reference interpreter and checks its guards: a guard that
+    fails raises ``GuardFailed`` naming the branch and its source line.
+
+    >>> import numpy as np, yota
+    >>> _, tape = yota.trace(lambda x: np.sum(x * 2.0), np.ones(3))
+    >>> float(yota.play(tape, np.arange(3.0)))
+    6.0
+    """
+    if signature(args) != _input_signature(tape):
+        raise SignatureError(f"play: the arguments do not match the signature {tape.fname} "
+                             "was traced with (structure, static values, dtypes, shapes)")
+    program = Program.build(tape, tape.to_ir(), get_backend("interp").compile(tape.to_ir()))
+    return _restructure(tape.result, program(args))
+
+
+class CompiledFunction:
+    """A traced function compiled for one signature; retraces on a new signature or a
+    failed guard (Yota.jl's ``compile!``)."""
+
+    def __init__(self, f: Callable[..., Any] | None, tape: Tape, backend: str | None) -> None:
+        self.f = f
+        self.backend = backend
+        self.programs: dict[Any, list[Program]] = {}
+        self._add(tape)
+
+    def _add(self, tape: Tape) -> Program:
+        fn = tape.to_ir()
+        try:
+            from yota.ir.passes import optimize
+            fn = optimize(fn)
+        except ImportError:
+            pass
+        program = Program.build(tape, fn, get_backend(self.backend).compile(fn))
+        self.programs.setdefault(_input_signature(tape), []).insert(0, program)
+        return program
+
+    @property
+    def ir(self) -> Any:
+        return next(iter(self.programs.values()))[0].fn
+
+    def __call__(self, *args: Any) -> Any:
+        for program in self.programs.get(signature(args), []):
+            if not program.still_valid():
+                continue
+            try:
+                return _restructure(program.tape.result, program(args))
+            except GuardFailed:
+                continue
+        if self.f is None:
+            raise SignatureError("this function was compiled from a tape; the arguments do not "
+                                 "match its signature or a guard failed, and it cannot retrace")
+        _, tape = trace(self.f, *args)
+        return _restructure(tape.result, self._add(tape)(args))
+
+
+def compile(f: Callable[..., Any] | Tape, *example_args: Any,
+            backend: str | None = None) -> CompiledFunction:
+    """Compile ``f`` for the signature of ``example_args`` (or compile a ``Tape``).
+
+    >>> import numpy as np, yota
+    >>> cf = yota.compile(lambda x: np.tanh(x) * 2.0, np.zeros(3))
+    >>> cf(np.zeros(3))
+    array([0., 0., 0.])
+    """
+    if isinstance(f, Tape):
+        return CompiledFunction(None, f, backend)
+    _, tape = trace(f, *example_args)
+    return CompiledFunction(f, tape, backend)

@@ -1,0 +1,152 @@
+"""``simplegrad``: the gradient as a plain, readable Python function (Yota.jl's simplegrad).
+
+The generated source has one line per IR op, written with NumPy; ops without a NumPy
+one-liner call their reference implementation through ``yops.<op>``. No caches, no
+buffers: the function is self-contained and can be copied out of ``.source``.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from yota.ir.autodiff import vjp
+from yota.ir.core import Function, Value
+from yota.ir.ops import OPS
+from yota.ir.printer import format_attr
+
+from . import structs
+from .tape import Tape
+from .tracer import trace
+
+
+def _ops_namespace() -> types.SimpleNamespace:
+    return types.SimpleNamespace(**{n: d.impl for n, d in OPS.items() if d.impl is not None})
+
+
+def _attr_src(v: Any) -> str:
+    if isinstance(v, np.dtype):
+        return f"np.{v.name}"
+    if isinstance(v, tuple):
+        inner = ", ".join(_attr_src(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    return repr(v)
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.names: dict[Value, str] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.lines: list[str] = []
+
+    def name(self, v: Value) -> str:
+        if v not in self.names:
+            self.names[v] = f"x{len(self.names)}"
+        return self.names[v]
+
+    def const(self, v: Value, arr: np.ndarray) -> str:
+        flat = arr.reshape(-1)
+        if arr.size and (flat == flat[0]).all() and not np.isnan(flat).any() if (
+                arr.dtype.kind == "f") else arr.size and (flat == flat[0]).all():
+            return f"np.full({arr.shape}, {format_attr(flat[0])}, dtype=np.{arr.dtype.name})"
+        key = f"_c{len(self.consts)}"
+        self.consts[key] = arr
+        return key
+
+    def op_expr(self, op: Any) -> str:
+        args = [self.name(v) for v in op.operands]
+        if op.name == "const":
+            return self.const(op.results[0], op.attrs["value"])
+        src = OPS[op.name].source
+        if src is not None:
+            attrs = {k: _attr_src(v) for k, v in op.attrs.items()}
+            return src.format(*args, all=", ".join(args), **attrs)
+        kw = "".join(f", {k}={_attr_src(v)}" for k, v in sorted(op.attrs.items()))
+        return f"yops.{op.name}({', '.join(args)}{kw})"
+
+
+def _source(gfn: Function, tape: Tape, fname: str) -> tuple[str, dict[str, np.ndarray]]:
+    w = _Writer()
+    params = list(tape.argnames)
+    body = []
+    for (argnum, path, _), v in zip(tape.leaf_vars, gfn.inputs, strict=False):
+        body.append(f"{w.name(v)} = {structs.format_path(path, params[argnum])}")
+        body[-1] = body[-1].replace(f"{params[argnum]}.", f"{params[argnum]}.", 1)
+    for op in gfn.ops:
+        if op.name == "guard":
+            cond = w.name(op.operands[0])
+            body.append(f"assert {op.attrs['kind']}({cond}) == {op.attrs['expected']!r}, "
+                        f"'guard failed: {op.loc}'")
+            continue
+        lhs = ", ".join(w.name(r) for r in op.results)
+        line = f"{lhs} = {w.op_expr(op)}"
+        body.append(line + (f"  # {op.loc}" if op.loc and not op.loc.startswith("adjoint")
+                            else ""))
+    grads = _grad_exprs(gfn, tape, w)
+    body.append(f"return {w.name(gfn.outputs[0])}, {', '.join(grads)}"
+                if grads else f"return {w.name(gfn.outputs[0])},")
+    src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body)
+    return src, w.consts
+
+
+def _grad_exprs(gfn: Function, tape: Tape, w: _Writer) -> list[str]:
+    by_leaf = dict(zip(gfn.attrs.get("grads", ()), gfn.outputs[1:], strict=True))
+    per_arg: dict[int, list[str]] = {}
+    plain: dict[int, str] = {}
+    for i, (argnum, path, _) in enumerate(tape.leaf_vars):
+        if i in by_leaf:
+            if path == ():
+                plain[argnum] = w.name(by_leaf[i])
+            else:
+                per_arg.setdefault(argnum, []).append(f"{path!r}: {w.name(by_leaf[i])}")
+    out = []
+    for argnum in range(len(tape.argnames)):
+        if argnum in plain:
+            out.append(plain[argnum])
+        elif argnum in per_arg:
+            out.append("{" + ", ".join(per_arg[argnum]) + "}")
+        else:
+            out.append("None")
+    return out
+
+
+class SimpleGrad:
+    """A generated gradient function; ``.source`` shows its code."""
+
+    def __init__(self, fn: Callable[..., Any], source: str) -> None:
+        self.fn = fn
+        self.source = source
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def __repr__(self) -> str:
+        return f"<simplegrad {self.fn.__name__}>\n{self.source}"
+
+
+def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
+    """A plain Python function ``(args...) -> (value, *grads)`` computing ``f``'s gradient.
+
+    >>> import numpy as np, yota
+    >>> g = yota.simplegrad(lambda x: np.sum(x * x), np.ones(2))
+    >>> g(np.array([1.0, 2.0]))[1]
+    array([2., 4.])
+    """
+    _, tape = trace(f, *args)
+    fn = tape.to_ir()
+    wrt = [i for i in range(len(tape.leaf_vars)) if fn.inputs[i].dtype.kind == "f"]
+    gfn = vjp(fn, wrt)
+    try:
+        from yota.ir.passes import optimize
+
+        gfn = optimize(gfn, passes=["dce", "cse", "simplify", "dce"])
+    except ImportError:
+        pass
+    name = f"{getattr(f, '__name__', 'f').replace('<lambda>', 'f')}_grad"
+    src, consts = _source(gfn, tape, name)
+    ns: dict[str, Any] = {"np": np, "yops": _ops_namespace(), **consts}
+    exec(compile(src, f"<simplegrad {name}>", "exec"), ns)
+    return SimpleGrad(ns[name], src)
