@@ -43,8 +43,8 @@ def register_call_rule(key: str, rule: CallRule) -> CallRule:
 
 
 def register_nodiff(key: str, arg: int | str) -> None:
-    """Declare that argument ``arg`` (an operand index, or a name from the callee's
-    ``argnames``) of the primitive ``key`` receives no gradient.
+    """Declare that argument ``arg`` (an index, or a name from the body's ``argnames``) of
+    the primitive ``key`` receives no gradient.
 
     >>> register_nodiff("demo.scale", 1)
     """
@@ -57,7 +57,8 @@ def primitive_key(callee: Function) -> str:
 
 
 def nodiff_args(callee: Function) -> set[int]:
-    names = [str(a) for a in callee.attrs.get("argnames", ())]
+    """Indices of the arguments of ``callee``'s primitive that receive no gradient."""
     marks = NODIFF_ARGS.get(primitive_key(callee), set())
-    return {names.index(m) if isinstance(m, str) else m for m in marks
-            if not isinstance(m, str) or m in names}
+    names = [str(a) for a in callee.attrs.get("argnames", ())]
+    return {m if isinstance(m, int) else names.index(m) for m in marks
+            if isinstance(m, int) or m in names}
