@@ -137,9 +137,24 @@ def test_no_gradient_work_for_inactive_values() -> None:
 def test_nondiff_ops_pass_no_gradient() -> None:
     b = Builder("f")
     x = b.input(F64, "x")
+    b.guard(b.sum(x, axes=(0,)), expected=True, kind="bool")
     r = b.emit("round", x)
     f = b.build([b.sum(b.mul(r, b.sign(x)), axes=(0,))])
     assert vjp(f).attrs["grads"] == ()
+    g = b.build([b.sum(b.mul(r, x), axes=(0,))])
+    np.testing.assert_allclose(grads_of(g, [0.4, 1.6, 2.5])[0], [0.0, 2.0, 2.0])
+
+
+def test_float32_gradients_stay_float32() -> None:
+    b = Builder("f")
+    x = b.input(TensorType("f32", (2, 3)), "x")
+    y = b.log2(b.pow(b.exp(x), b.maximum(x, b.const(np.float32(0.5), shape=(2, 3)))))
+    f = b.build([b.sum(b.tanh(y), axes=(0, 1))])
+    xv = np.random.default_rng(0).uniform(-1, 1, (2, 3))
+    (g32,) = grads_of(f, xv.astype(np.float32))
+    assert g32.dtype == np.float32
+    f64 = parse(print_function(f).replace("f32", "f64"))
+    np.testing.assert_allclose(g32, grads_of(f64, xv)[0], rtol=1e-4)
 
 
 def test_every_op_has_a_rule_or_is_nondiff() -> None:
@@ -340,7 +355,7 @@ def test_call_without_rule_names_primitive_and_prints_stub(clean_registry: None)
         "        return ...  # the cotangent of x, given output y and its cotangent dy\n\n"
         '    @yota.diffrule(logistic, "s")\n'
         "    def _(x, s, *, y, dy):\n"
-        "        return ...  # the cotangent of s, given output y and its cotangent dy\n")
+        "        return ...  # the cotangent of s, given output y and its cotangent dy")
     register_nodiff("mymod.logistic", 1)
     with pytest.raises(MissingRuleError, match='write one:\n\n    @yota.diffrule'):
         vjp(f)

@@ -57,4 +57,4 @@ def missing_call_message(op: Op, callee: Function, needed: Sequence[int]) -> str
     argnames += [f"arg{i}" for i in range(len(argnames), len(op.operands))]
     stubs = "\n\n".join(_stub(callee, argnames, argnames[i]) for i in needed)
     return (f"no derivative rule for primitive '{primitive_key(callee)}' {_where(op)}\n"
-            f"write one{' per argument' if len(needed) > 1 else ''}:\n\n{stubs}\n")
+            f"write one{' per argument' if len(needed) > 1 else ''}:\n\n{stubs}")
