@@ -137,7 +137,7 @@ def _binding_name(arr: Any) -> tuple[dict[str, Any] | None, str]:
         for k, v in f.f_globals.items():
             if v is arr:
                 return f.f_globals, k
-    return None, f"array at {id(arr):#x}"
+    return None, "unnamed array"
 
 
 def _leaf_value(x: Any) -> Any:

@@ -23,7 +23,11 @@ def call_vjp(b: Builder, op: Op, callee: Function, dys: Sequence[Value],
     rule = CALL_RULES.get(primitive_key(callee))
     if rule is None:
         raise MissingRuleError(missing_call_message(op, callee, needed))
-    return rule(b, op, callee, dys)
+    grads = rule(b, op, callee, dys)
+    missing = [i for i in needed if i < len(grads) and grads[i] is None]
+    if missing:
+        raise MissingRuleError(missing_call_message(op, callee, missing))
+    return grads
 
 
 def _where(op: Op) -> str:
