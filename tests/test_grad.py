@@ -355,7 +355,7 @@ def small_grad(x, w):
     x12 = (x8 * x11)
     x13 = (x12 * x1)
     x14 = (x12 * x0)
-    x15 = (x14 + x8)
+    x15 = (x8 + x14)
     return x5, x13, x15
 """
 
