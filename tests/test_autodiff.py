@@ -373,7 +373,7 @@ def test_stub_lists_primitive_kwargs(clean_registry: None) -> None:
 
 def test_call_rule_with_a_wrong_cotangent_type(clean_registry: None) -> None:
     register_call_rule("tests.bad", lambda b, op, callee, dys: [b.sum(dys[0], axes=(0,)),
-                                                                None])
+                                                                dys[0]])
     with pytest.raises(AutodiffError, match="'tests.bad' gave a cotangent of type f64"):
         vjp(calling(logistic_body("tests.bad")))
 
