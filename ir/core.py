@@ -201,13 +201,14 @@ class Builder:
         finally:
             self.loc = old
 
-    def add(self, op: Op) -> Op:
+    def append(self, op: Op) -> Op:
+        """Append a ready-made op (``b.add(x, y)`` emits the ``add`` op instead)."""
         self.ops.append(op)
         return op
 
     def emit(self, name: str, *operands: Value, **attrs: Any) -> Any:
         """Emit op ``name``; returns its single result, or a tuple of results."""
-        op = self.add(make_op(name, operands, attrs, self.loc))
+        op = self.append(make_op(name, operands, attrs, self.loc))
         if len(op.results) == 1:
             return op.results[0]
         return op.results
@@ -250,7 +251,7 @@ class Builder:
     def call(self, callee: Function, *operands: Value) -> tuple[Value, ...]:
         """Call a sub-function (a primitive's body); returns its results."""
         self.callees[callee.name] = callee
-        op = self.add(make_op("call", operands, {"callee": callee.name}, self.loc,
+        op = self.append(make_op("call", operands, {"callee": callee.name}, self.loc,
                               result_types=callee.output_types))
         return op.results
 

@@ -128,7 +128,7 @@ def _inline(b: Builder, g: Function, args: Sequence[Value]) -> list[Value]:
     for op in g.ops:
         new = make_op(op.name, [env[v] for v in op.operands], op.attrs, b.loc or op.loc,
                       result_types=[r.type for r in op.results] if op.name == "call" else None)
-        b.add(new)
+        b.append(new)
         env.update(zip(op.results, new.results, strict=True))
     return [env[v] for v in g.outputs]
 
