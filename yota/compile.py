@@ -21,7 +21,7 @@ def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
     def build(r: Any) -> Any:
         if isinstance(r, Var):
             v = next(it)
-            return float(v) if r.weak else v
+            return np.asarray(v).item() if r.weak else v  # a weak value is a Python scalar
         if isinstance(r, dict):
             return {k: build(v) for k, v in r.items()}
         if isinstance(r, (list, tuple)):
@@ -51,8 +51,26 @@ def play(tape: Tape, *args: Any) -> Any:
     if signature(args) != _input_signature(tape):
         raise SignatureError(f"play: the arguments do not match the signature {tape.fname} "
                              "was traced with (structure, static values, dtypes, shapes)")
-    program = Program.build(tape, tape.to_ir(), get_backend("interp").compile(tape.to_ir()))
-    return _restructure(tape.result, program(args))
+    fn = tape.to_ir()
+    program = Program.build(tape, fn, get_backend("interp").compile(fn))
+    try:
+        outs = program(args)
+    except GuardFailed as e:
+        raise _name_branch(e, tape, fn) from None
+    return _restructure(tape.result, outs)
+
+
+def _name_branch(e: GuardFailed, tape: Tape, fn: Any) -> GuardFailed:
+    """The error with the guarded branch's source line (the i-th guard op is the i-th
+    guard of the tape, as ``to_ir`` lowers them in order)."""
+    ops = fn.ops
+    if not 0 <= e.guard_index < len(ops) or ops[e.guard_index].name != "guard":
+        return e
+    k = sum(op.name == "guard" for op in ops[:e.guard_index])
+    loc = tape.guards[k].loc
+    where = loc.describe() if loc is not None else "an unknown line"
+    return GuardFailed(f"{tape.fname}: the branch at {where} goes the other way: {e}",
+                       guard_index=e.guard_index)
 
 
 class CompiledFunction:

@@ -34,10 +34,13 @@ def _expand(key: Any, ndim: int, L: Any) -> list[Any]:
     consumed = sum(1 for k in key if k is not None and k is not Ellipsis)
     if consumed > ndim:
         raise UnsupportedError(f"too many indices ({consumed}) for a {ndim}-d array")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key[i:i + 1] = [slice(None)] * (ndim - consumed)
-    return key + [slice(None)] * (ndim - consumed - key.count(Ellipsis))
+    ellipses = [i for i, k in enumerate(key) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise UnsupportedError("an index can only have a single ellipsis ('...')")
+    fill = [slice(None)] * (ndim - consumed)
+    if ellipses:
+        return key[:ellipses[0]] + fill + key[ellipses[0] + 1:]
+    return key + fill
 
 
 def lower_getitem(L: Any, x: Value, key: Any, out: TensorType) -> Value:

@@ -38,8 +38,8 @@ class Lowering:
     def operand(self, a: Any, dtype: Any, shape: tuple[int, ...] | None) -> Value:
         """An IR value for argument ``a`` (a Var, or a Python scalar/list made constant),
         converted to ``dtype`` and broadcast to ``shape`` when those are given."""
-        if isinstance(a, Var):
-            v = self.env[a]
+        if isinstance(a, Var) or _holds_var(a):
+            v = self.env[a] if isinstance(a, Var) else self._stack(a)
             if dtype is not None:
                 v = self.b.convert_to(v, dtype)
         else:
@@ -55,6 +55,13 @@ class Lowering:
             v = self.b.const(arr.astype(as_dtype(dtype)))
         return self.b.broadcast_to(v, shape) if shape is not None else v
 
+    def _stack(self, items: list[Any] | tuple[Any, ...]) -> Value:
+        """A nested list holding traced values, as ``np.array`` builds it."""
+        vals = [self.operand(v, None, None) for v in items]
+        dt = np.result_type(*[v.dtype for v in vals])
+        vals = [self.b.reshape_to(self.b.convert_to(v, dt), (1,) + v.shape) for v in vals]
+        return vals[0] if len(vals) == 1 else self.b.concatenate(*vals, axis=0)
+
     def promote(self, *args: Any) -> np.dtype:
         """NEP 50 promotion: Python scalars and weak (Python float) values are weak."""
         stand_ins = []
@@ -65,9 +72,22 @@ class Lowering:
                     stand_ins.append({"f": 0.0, "b": False}.get(v.dtype.kind, 0))
                 else:
                     stand_ins.append(v.dtype)
+            elif isinstance(a, (list, tuple)):
+                stand_ins.append(_list_dtype(a))
             else:
                 stand_ins.append(a)
         return np.result_type(*stand_ins)
+
+
+def _holds_var(a: Any) -> bool:
+    return isinstance(a, (list, tuple)) and any(isinstance(v, Var) or _holds_var(v) for v in a)
+
+
+def _list_dtype(a: list[Any] | tuple[Any, ...]) -> np.dtype:
+    """The dtype ``np.array(a)`` has, for a nested list that may hold traced values."""
+    return np.result_type(*[v.type.dtype if isinstance(v, Var) and v.type is not None
+                            else _list_dtype(v) if isinstance(v, (list, tuple))
+                            else np.asarray(v).dtype for v in a])
 
 
 def tape_to_ir(tape: Tape, name: str | None = None) -> Function:

@@ -19,7 +19,7 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
-from .tracer import Tracer, record, user_loc
+from .tracer import Tracer, record, where
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,27 @@ def call(name: str, *args: Any, **kwargs: Any) -> Any:
     try:
         entry.signature.bind(*args, **kwargs)
     except TypeError as e:
-        raise UnsupportedError(f"np.{name} at {user_loc(2)}: {e} (Yota supports "
+        raise UnsupportedError(f"np.{name} at {where()}: {e} (Yota supports "
                                f"np.{name}{entry.signature})") from None
-    for k in ("out", "where", "initial", "casting", "order", "subok", "signature"):
-        if kwargs.get(k) is not None and not (k == "where" and name == "where"):
-            raise UnsupportedError(f"np.{name}(..., {k}=...) at {user_loc(2)} is not supported "
-                                   "by Yota's tracer (out= would mutate an array)")
+    for k, why in _REFUSED_KWARGS.items():
+        v = kwargs.get(k)
+        if v is not None and not (k == "where" and name == "where") and not (
+                k == "order" and v == "C"):
+            shown = repr(v) if isinstance(v, (str, int, float)) else "..."
+            raise UnsupportedError(f"np.{name}(..., {k}={shown}) at {where()} is not "
+                                   f"supported by Yota's tracer: {why}")
     return record(name, args, kwargs, entry.forward)
+
+
+_REFUSED_KWARGS = {
+    "out": "it would mutate an array; use the returned value",
+    "where": "masked reductions are not supported; use np.where(mask, x, 0) first",
+    "initial": "initial values are not supported; combine with the result instead",
+    "casting": "only NumPy's default casting is supported",
+    "order": "only C (row-major) order is supported",
+    "subok": "subclasses are not traced",
+    "signature": "ufunc loop signatures are not supported",
+}
 
 
 def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
@@ -68,7 +82,7 @@ def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
     if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCE:
         return call(_UFUNC_REDUCE[ufunc.__name__], *inputs, **kwargs)
     if method != "__call__":
-        raise UnsupportedError(f"np.{ufunc.__name__}.{method} at {user_loc(2)} is not "
+        raise UnsupportedError(f"np.{ufunc.__name__}.{method} at {where()} is not "
                                "supported on traced arrays")
     name = BY_FUNC.get(ufunc)
     if name is None:
@@ -80,17 +94,23 @@ def call_function(func: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
     name = BY_FUNC.get(func)
     if name is None:
-        mod = getattr(func, "__module__", "numpy") or "numpy"
-        prefix = "np" if mod.startswith("numpy") else mod
-        raise _unsupported(f"{prefix}.{func.__name__}")
+        raise _unsupported(public_name(func))
     return call(name, *args, **kwargs)
 
 
+def public_name(func: Callable[..., Any]) -> str:
+    """How users spell a NumPy function: ``np.sort``, ``np.linalg.inv``, ``np.fft.fft``."""
+    fname = getattr(func, "__name__", repr(func))
+    for sub in ("", "linalg", "fft", "random", "lib"):
+        mod = getattr(np, sub, None) if sub else np
+        if getattr(mod, fname, None) is func:
+            return f"np.{sub}.{fname}" if sub else f"np.{fname}"
+    return f"{getattr(func, '__module__', None) or 'numpy'}.{fname}"
+
+
 def _unsupported(what: str) -> UnsupportedError:
-    loc = user_loc(3)
-    where = loc.describe() if loc else "?"
     return UnsupportedError(
-        f"{what} is not supported on traced arrays (at {where}). Write it with supported "
+        f"{what} is not supported on traced arrays (at {where()}). Write it with supported "
         f"NumPy functions, or declare it a @yota.primitive and give it a @yota.diffrule"
     )
 
@@ -541,9 +561,26 @@ def _transpose_method(self: Tracer, *axes: Any) -> Any:
     return call("transpose", self, axes or None)
 
 
+def _is_mask(k: Any) -> bool:
+    if isinstance(k, (Tracer, np.ndarray)):
+        return k.dtype.kind == "b"
+    if isinstance(k, list):
+        return bool(k) and all(_is_mask(v) for v in k)
+    return isinstance(k, (bool, np.bool_))
+
+
+def _getitem_method(self: Tracer, key: Any) -> Any:
+    for k in key if isinstance(key, tuple) else (key,):
+        if _is_mask(k):
+            raise UnsupportedError(
+                f"boolean mask indexing at {where()}: the result's shape would depend on the "
+                "data. Use np.where(mask, x, 0) or integer indices instead")
+    return call("getitem", self, key)
+
+
 def _binop(name: str, reflected: bool = False) -> Callable[..., Any]:
     def op(self: Tracer, other: Any) -> Any:
-        if isinstance(other, (list, str)):
+        if isinstance(other, str):
             return NotImplemented
         return call(name, other, self) if reflected else call(name, self, other)
 
@@ -565,7 +602,7 @@ Tracer.__neg__ = lambda self: call("negative", self)  # type: ignore[attr-define
 Tracer.__pos__ = lambda self: call("positive", self)  # type: ignore[attr-defined]
 Tracer.__abs__ = lambda self: call("absolute", self)  # type: ignore[attr-defined]
 Tracer.__invert__ = lambda self: call("invert", self)  # type: ignore[attr-defined]
-Tracer.__getitem__ = lambda self, key: call("getitem", self, key)  # type: ignore[attr-defined]
+Tracer.__getitem__ = _getitem_method  # type: ignore[attr-defined]
 Tracer.reshape = _reshape_method  # type: ignore[attr-defined]
 Tracer.transpose = _transpose_method  # type: ignore[attr-defined]
 Tracer.T = property(lambda self: call("transpose", self))  # type: ignore[attr-defined]

@@ -106,14 +106,15 @@ def lower_primitive(L: Any, e: Entry, tape: Tape) -> tuple[Value, ...]:
     prim, examples = e.extra
     dyn = [i for i, a in enumerate(e.args) if not _is_static(a)]
     operands = [L.operand(e.args[i], None, None) for i in dyn]
-    callee = _body(prim, e, examples, dyn)
+    callee = _body(prim, e, examples, dyn, [v.type for v in operands])
     existing = L.b.callees.get(callee.name)
     if existing is not None and str(existing) != str(callee):
         callee = callee.replace(name=f"{callee.name}_{len(L.b.callees)}")
     return L.b.call(callee, *operands)
 
 
-def _body(prim: Primitive, e: Entry, examples: tuple[Any, ...], dyn: list[int]) -> Function:
+def _body(prim: Primitive, e: Entry, examples: tuple[Any, ...] | None, dyn: list[int],
+          operands_types: list[Any]) -> Function:
     from .tracer import trace
 
     def body(*dyn_args: Any) -> Any:
@@ -122,6 +123,10 @@ def _body(prim: Primitive, e: Entry, examples: tuple[Any, ...], dyn: list[int]) 
             full[i] = a
         return prim.fn(*full, **e.kwargs)
 
+    if examples is None:  # released after compilation: only the types matter now
+        examples = tuple(a if _is_static(a) else None for a in e.args)
+        for i, v in zip(dyn, operands_types, strict=True):
+            examples = examples[:i] + (np.zeros(v.shape, v.dtype),) + examples[i + 1:]
     _, sub = trace(body, *[examples[i] for i in dyn])
     names = _param_names(prim.fn, len(e.args))
     sub.argnames = [names[i] for i in dyn]

@@ -44,6 +44,7 @@ class Program:
         consts = [(e.extra, e.value) for e in tape.entries
                   if e.kind == "const" and isinstance(e.extra, np.ndarray)]
         captured = [(e.value, *e.extra) for e in tape.captured]
+        tape.release_values()
         return cls(tape, fn, exe, consts, captured)
 
     def still_valid(self) -> bool:

@@ -97,6 +97,16 @@ class Tape:
         self.entries.append(entry)
         return entry
 
+    def release_values(self) -> None:
+        """Drop the example values of intermediate entries (a cached program keeps its
+        tape; the values would keep every activation of the first call alive). Inputs,
+        constants and captured arrays stay: replays need them."""
+        for e in self.entries:
+            if e.kind in ("call", "getattr", "getitem"):
+                e.value = None
+                if isinstance(e.extra, tuple):  # a primitive's example arguments
+                    e.extra = (e.extra[0], None)
+
     @property
     def guards(self) -> list[Entry]:
         return [e for e in self.entries if e.kind == "guard"]

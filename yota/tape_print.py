@@ -58,6 +58,8 @@ def format_entry(e: Entry) -> str:
 
 
 def _values(e: Entry) -> list[Any]:
+    if e.value is None:
+        return [None] * len(e.outs)
     return list(e.value) if len(e.outs) > 1 else [e.value]
 
 

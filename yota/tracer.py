@@ -40,6 +40,12 @@ def user_loc(depth: int = 1) -> Loc | None:
     return None
 
 
+def where() -> str:
+    """The user's ``file:line in func: source`` for error messages."""
+    loc = user_loc(2)
+    return loc.describe() if loc is not None else "an unknown place"
+
+
 def _user_frame() -> Any:
     f = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_SKIP):
@@ -60,6 +66,14 @@ class TraceContext:
     # -- inputs -------------------------------------------------------------------------
     def input(self, argnum: int, arg: Any) -> Any:
         """The argument as user code sees it: leaves replaced by tracers."""
+        try:
+            return self._input(argnum, arg)
+        except TraceError as e:
+            tape = self.tape
+            raise TraceError(f"argument {tape.argnames[argnum]!r} of {tape.fname} "
+                             f"(defined at {tape.loc}): {e}") from None
+
+    def _input(self, argnum: int, arg: Any) -> Any:
         if structs.is_leaf(arg):
             t = Tracer(self, None, _leaf_value(arg), (argnum, ()))
             t._var = self._input_entry(argnum, arg, t.type, t.weak)
@@ -68,7 +82,7 @@ class TraceContext:
         self._input_entry(argnum, arg, None, False)
 
         def make(path: tuple[Any, ...], leaf: Any) -> Tracer:
-            t = Tracer(self, None, _leaf_value(leaf), (argnum, path))
+            t = Tracer(self, None, _leaf_value(leaf, path), (argnum, path))
             self.leaves.append(t)
             return t
 
@@ -106,7 +120,7 @@ class TraceContext:
             return self.arrays[key][1]
         a = np.asarray(arr)
         if a.dtype not in DTYPE_NAMES:
-            raise TraceError(f"an array of dtype {a.dtype} is used at {user_loc()}; Yota "
+            raise TraceError(f"an array of dtype {a.dtype} is used at {where()}; Yota "
                              "supports float32, float64, int32, int64 and bool: convert it")
         var = self.tape.new_var(TensorType(a.dtype, a.shape))
         if a.size <= CONST_LIMIT or isinstance(arr, np.generic):
@@ -140,11 +154,11 @@ def _binding_name(arr: Any) -> tuple[dict[str, Any] | None, str]:
     return None, "unnamed array"
 
 
-def _leaf_value(x: Any) -> Any:
+def _leaf_value(x: Any, path: tuple[Any, ...] = ()) -> Any:
     if type(x) is float:
         return x
     a = np.asarray(x)
-    structs.leaf_signature(a)
+    structs.leaf_signature(a, path)
     return a
 
 
@@ -206,7 +220,7 @@ class Tracer:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise UnsupportedError(
-            f"a traced value is converted to a plain NumPy array at {user_loc()} "
+            f"a traced value is converted to a plain NumPy array at {where()} "
             "(np.asarray/np.array, or a library that is not NumPy): the result would be "
             "a constant cut off from the inputs. Use NumPy functions on the value itself, "
             "or wrap the code in a @yota.primitive with a @yota.diffrule"
@@ -241,7 +255,7 @@ class Tracer:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         raise UnsupportedError(
-            f"in-place assignment x[...] = ... to a traced array at {user_loc()}: Yota "
+            f"in-place assignment x[...] = ... to a traced array at {where()}: Yota "
             "differentiates pure functions. Build a new array instead (np.where(mask, new, x), "
             "np.concatenate, or arithmetic)"
         )
@@ -281,7 +295,7 @@ def _resolve(dotted: str, frame: Any) -> Any:
 def _inplace(op: str) -> Callable[..., Any]:
     def method(self: Tracer, other: Any) -> Any:
         raise UnsupportedError(
-            f"in-place '{op}' on a traced array at {user_loc()}: it would mutate an array "
+            f"in-place '{op}' on a traced array at {where()}: it would mutate an array "
             f"that the program reads elsewhere. Write x = x {op[:-1]} y instead"
         )
 
@@ -357,8 +371,13 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     loc = user_loc(2)
     tape_args = to_tape(ctx, args)
     tape_kwargs = {k: to_tape(ctx, v) for k, v in kwargs.items()}
-    with np.errstate(all="ignore"):
-        value = forward(*to_value(args), **{k: to_value(v) for k, v in kwargs.items()})
+    try:
+        with np.errstate(all="ignore"):
+            value = forward(*to_value(args), **{k: to_value(v) for k, v in kwargs.items()})
+    except ValueError as e:
+        at = loc.describe() if loc is not None else "an unknown place"
+        raise OperandError(f"{display or key} at {at}: {e} (operands: "
+                           f"{', '.join(_describe(a) for a in args)})") from e
     weak = _all_weak((args, list(kwargs.values())))
     multi = isinstance(value, (list, tuple))
     values = list(value) if multi else [value]
@@ -376,12 +395,27 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     return tracers[0]
 
 
+class OperandError(TraceError, ValueError):
+    """NumPy refused a traced call's operands (shapes that do not match, bad values)."""
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, Tracer):
+        return str(a.type)
+    if isinstance(a, (np.ndarray, np.generic)):
+        if a.dtype in DTYPE_NAMES:
+            return str(TensorType(a.dtype, np.shape(a)))
+        return f"{a.dtype}{list(np.shape(a))}"
+    return type(a).__name__ if isinstance(a, (list, tuple, dict)) else repr(a)
+
+
 def _normalize_output(v: Any, weak: bool, key: str, loc: Loc | None) -> Any:
     if weak:
         return np.asarray(v).item()
     a = np.asarray(v)
     if a.dtype not in DTYPE_NAMES:
-        raise TraceError(f"'{key}' at {loc} produced dtype {a.dtype}, which Yota does not "
+        at = loc.describe() if loc is not None else "an unknown place"
+        raise TraceError(f"'{key}' at {at} produced dtype {a.dtype}, which Yota does not "
                          "support (float32, float64, int32, int64, bool)")
     return a
 
