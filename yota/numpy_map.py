@@ -170,8 +170,8 @@ def _bool_only(ir_name: str, nargs: int) -> Callable[..., Any]:
 
     def lower(L: Any, outs: list[TensorType], *args: Any, **kw: Any) -> Value:
         if outs[0].dtype.kind != "b":
-            raise UnsupportedError(f"bitwise operations on integer arrays are not supported "
-                                   f"(only on bool masks)")
+            raise UnsupportedError("bitwise operations on integer arrays are not supported "
+                                   "(only on bool masks)")
         return base(L, outs, *args)
 
     return lower
