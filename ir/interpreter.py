@@ -45,11 +45,12 @@ def run(fn: Function, *args: Any) -> list[np.ndarray]:
             if not guard_holds(xs[0], **op.attrs):
                 raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i)
             continue
-        if op.name == "call":
+        opdef = get_opdef(op.name)
+        if opdef.calls:
             results: Any = run(fn.callees[op.attrs["callee"]], *xs)
         else:
             with np.errstate(all="ignore"):
-                results = get_opdef(op.name).impl(*xs, **op.attrs)
+                results = opdef.impl(*xs, **op.attrs)
             if len(op.results) == 1:
                 results = [results]
         for r, val in zip(op.results, results, strict=True):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .core import Function, Op, Value, make_op
 from .errors import ParseError, YotaError
+from .ops import OPS
 from .types import NAME_TO_DTYPE, TensorType
 
 _TOKEN = re.compile(r"""
@@ -232,7 +233,7 @@ def _parse_op(toks: _Tokens, env: dict[str, Value], funcs: dict[str, Function],
         raise ParseError(f"line {line}: {len(res_names)} results but {len(types)} types")
     attrs = _fix_attrs(name, attrs, types, line)
     try:
-        if name == "call":
+        if name in OPS and OPS[name].calls:
             callee = funcs.get(attrs.get("callee", ""))
             if callee is None:
                 raise ParseError(f"line {line}: call of unknown function @{attrs.get('callee')}")

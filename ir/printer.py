@@ -41,6 +41,8 @@ def format_attr(v: Any) -> str:
     if isinstance(v, np.dtype):
         return DTYPE_NAMES[v]
     if isinstance(v, np.ndarray):
+        if v.ndim and v.size and not any(v.strides):  # a lazy splat: print its one value
+            return format_scalar(v.flat[0])
         flat = np.ascontiguousarray(v).reshape(-1)
         raw, n = flat.tobytes(), flat.dtype.itemsize
         if flat.size and raw == raw[:n] * flat.size:

@@ -7,6 +7,7 @@ import os
 from .core import Function, Op, Value
 from .errors import VerifyError, YotaError
 from .ops import get_opdef
+from .ops.fused import check_kernel
 
 
 def verify(fn: Function) -> Function:
@@ -49,13 +50,15 @@ def _check_types(fn: Function, op: Op, where: str) -> None:
     try:
         opdef = get_opdef(op.name)
         attrs = opdef.normalize_attrs(dict(op.attrs))
-        if op.name == "call":
+        if opdef.calls:
             callee = fn.callees.get(attrs["callee"])
             if callee is None:
                 raise VerifyError(f"{where}: unknown callee @{attrs['callee']}")
             want = callee.output_types
             if tuple(v.type for v in op.operands) != callee.input_types:
                 raise VerifyError(f"{where}: operand types do not match @{callee.name}")
+            if op.name == "fused":
+                check_kernel(callee)
         else:
             want = opdef.infer_types([v.type for v in op.operands], attrs, len(op.operands))
     except VerifyError:

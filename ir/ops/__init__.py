@@ -27,6 +27,8 @@ class OpDef:
     - ``elementwise``: the op maps each element independently (fusable).
     - ``source``: a NumPy expression template for generated Python (``{0}``, ``{axes}``).
     - ``effect``: the op must not be removed even if its results are unused (guards).
+    - ``calls``: the op runs the function ``attrs["callee"]`` (in ``fn.callees``) on its
+      operands and its result types are that function's output types (``call``, ``fused``).
     """
 
     name: str
@@ -38,6 +40,7 @@ class OpDef:
     source: str | None = None
     effect: bool = False
     min_in: int = 1
+    calls: bool = False
 
     def normalize_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
         missing = [a for a in self.attrs if a not in attrs]
@@ -105,4 +108,4 @@ def types_str(types: Sequence[TensorType]) -> str:
     return ", ".join(str(t) for t in types)
 
 
-from . import elementwise, index, linalg, misc, reduce, shape  # noqa: E402,F401
+from . import elementwise, fused, index, linalg, misc, reduce, shape  # noqa: E402,F401

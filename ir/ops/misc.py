@@ -12,10 +12,26 @@ from . import OpDef, a_str, anything, register
 
 
 def _const_value(v: Any) -> np.ndarray:
-    arr = np.array(v, copy=True)
+    """A read-only copy; a splat given as a broadcast view (all strides 0) stays lazy."""
+    arr = np.asarray(v)
+    if arr.ndim and arr.size and not any(arr.strides):
+        arr = np.broadcast_to(np.array(arr.flat[0]), arr.shape)
+    else:
+        arr = np.array(arr, copy=True)
+        arr.flags.writeable = False
     as_dtype(arr.dtype)
-    arr.flags.writeable = False
     return arr
+
+
+def splat_scalar(arr: np.ndarray) -> np.ndarray | None:
+    """The one value (0-d) of an array whose elements all have the same bytes, else None."""
+    if arr.size == 0:
+        return None
+    first = np.array(arr.flat[0])
+    if arr.size == 1 or not any(arr.strides):
+        return first
+    raw, n = np.ascontiguousarray(arr).tobytes(), arr.dtype.itemsize
+    return first if raw == raw[:n] * arr.size else None
 
 
 def _const_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:
@@ -60,4 +76,4 @@ def _call_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:
     raise IRTypeError("'call' result types come from the callee; build it with Builder.call")
 
 
-register(OpDef("call", None, _call_infer, None, attrs={"callee": a_str}, min_in=0))
+register(OpDef("call", None, _call_infer, None, attrs={"callee": a_str}, min_in=0, calls=True))
