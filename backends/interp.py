@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from yota.ir.core import Function
 from yota.ir.interpreter import run
 

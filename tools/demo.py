@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import yota.backends
 
 import yota
-import yota.backends
 
 
 @dataclass

@@ -21,9 +21,9 @@ from .grad import GradientResult, grad, stats
 from .primitives import primitive
 from .rules import check_rule, diffrule, nodiff
 from .simplegrad import simplegrad
-from .update import update_
 from .tape import Tape
 from .tracer import trace
+from .update import update_
 
 __version__ = "0.1.0"
 
