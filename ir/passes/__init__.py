@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Literal, overload
 
 from ..core import Function
+from ..errors import YotaError
 from ..verifier import maybe_verify
 from .base import Pass, PassContext
 from .batch_matmul import BATCH_MATMUL
@@ -81,13 +82,20 @@ def optimize(fn: Function, passes: Sequence[str | Pass] | None = None, *,
     (``fast_math`` is then ignored).
     """
     ctx = ctx or PassContext(fast_math=fast_math)
-    chosen = [PASSES[p] if isinstance(p, str) else p
-              for p in (passes if passes is not None else [n for n, _ in PIPELINE])]
+    chosen = [_lookup(p) for p in (passes if passes is not None else [n for n, _ in PIPELINE])]
     stages: Stages = [("input", fn)]
     for p in chosen:
         fn = maybe_verify(p.apply(fn, ctx))
         stages.append((p.name, fn))
     return stages if trace_stages else fn
+
+
+def _lookup(p: str | Pass) -> Pass:
+    if isinstance(p, Pass):
+        return p
+    if p not in PASSES:
+        raise YotaError(f"unknown pass {p!r}; the passes are {', '.join(PASSES)}")
+    return PASSES[p]
 
 
 __all__ = ["PASSES", "PIPELINE", "Pass", "PassContext", "MemoryPlan", "optimize"]

@@ -89,15 +89,6 @@ def _stack(ops: list[Op], side: int, members: list[int]) -> tuple[list[Op], dict
     return new, subst
 
 
-def _stack_shared(fn: Function) -> Function:
-    """Batch one group of products sharing an operand at a time (ancestry changes)."""
-    while (found := _independent_set(fn.ops)) is not None:
-        side, members = found
-        new, subst = _stack(fn.ops, side, members)
-        fn = _place(fn, {members[0]: new}, subst)
-    return fn
-
-
 def _concat(parts: list[Value], axis: int, loc: str | None,
             defs: dict[Value, Op]) -> list[Op]:
     """Ops concatenating ``parts`` (2-D) along ``axis``; if every part is a transpose,
@@ -109,26 +100,83 @@ def _concat(parts: list[Value], axis: int, loc: str | None,
     return [make_op("concatenate", parts, {"axis": axis}, loc)]
 
 
-def _sum_tree(root: Op, defs: dict[Value, Op],
-              uses: dict[Value, int]) -> tuple[list[Op], list[Op]] | None:
-    """(the 2-D products, the inner adds) of the add tree rooted at ``root``, whose inner
-    values nothing else reads; None unless it sums at least two products."""
-    terms: list[Op] = []
-    adds: list[Op] = []
+Term = tuple[Op, bool]  # a 2-D product, and whether the sum adds its transpose
+
+
+def _term(v: Value, defs: dict[Value, Op], uses: dict[Value, int]) -> Term | None:
+    op = defs.get(v)
+    if op is not None and op.name == "transpose" and uses.get(op.operands[0], 0) == 1:
+        inner = defs.get(op.operands[0])
+        if inner is not None and _is_2d_matmul(inner):
+            return inner, True
+    return (op, False) if op is not None and _is_2d_matmul(op) else None
+
+
+def _sum_tree(root: Op, defs: dict[Value, Op], uses: dict[Value, int]) -> list[Term] | None:
+    """The products (or transposed products) the add tree rooted at ``root`` sums, if
+    nothing else reads its inner values and it has at least two."""
+    terms: list[Term] = []
     stack = list(root.operands)
     while stack:
         v = stack.pop()
         op = defs.get(v)
         if op is None or uses.get(v, 0) != 1:
             return None
-        if op.name == "add":
-            adds.append(op)
+        term = _term(v, defs, uses)
+        if term is not None:
+            terms.append(term)
+        elif op.name == "add":
             stack.extend(op.operands)
-        elif _is_2d_matmul(op):
-            terms.append(op)
         else:
             return None
-    return (terms, adds) if len(terms) >= 2 else None
+    return terms if len(terms) >= 2 else None
+
+
+def _merged_sum(root: Op, terms: list[Term], defs: dict[Value, Op]) -> list[Op]:
+    """Ops computing the sum of ``terms`` as one product; the last op's result is it.
+    Terms added transposed use (a @ b).T = b.T @ a.T when they are the minority."""
+    flip = sum(t for _, t in terms) * 2 > len(terms)
+    pairs: list[tuple[Value, Value]] = []
+    ops: list[Op] = []
+    for op, transposed in terms:
+        a, b = op.operands
+        if transposed != flip:
+            ta = make_op("transpose", [b], {"perm": (1, 0)}, root.loc)
+            tb = make_op("transpose", [a], {"perm": (1, 0)}, root.loc)
+            ops += [ta, tb]
+            a, b = ta.result, tb.result
+        pairs.append((a, b))
+    defs = {**defs, **{r: o for o in ops for r in o.results}}
+    lhs = _concat([a for a, _ in pairs], 1, root.loc, defs)
+    rhs = _concat([b for _, b in pairs], 0, root.loc, defs)
+    prod = make_op("matmul", [lhs[-1].result, rhs[-1].result], {}, root.loc)
+    ops += lhs + rhs + [prod]
+    if flip:
+        ops.append(make_op("transpose", [prod.result], {"perm": (1, 0)}, root.loc))
+    return ops
+
+
+def _largest_sum(fn: Function) -> tuple[int, list[Term]] | None:
+    """The add tree of the most products, its terms ordered by where their operands are
+    defined (so that per-step operands concatenate in step order)."""
+    defs = {r: op for op in fn.ops for r in op.results}
+    pos = {r: i for i, op in enumerate(fn.ops) for r in op.results}
+    uses = _use_counts(fn)
+    best: tuple[int, list[Term]] | None = None
+    for i, op in enumerate(fn.ops):
+        terms = _sum_tree(op, defs, uses) if op.name == "add" else None
+        if terms is not None and (best is None or len(terms) >= len(best[1])):
+            best = (i, terms)
+    if best is not None:
+        best[1].sort(key=lambda t: min(pos.get(_untransposed(v, defs), -1)
+                                       for v in t[0].operands))
+    return best
+
+
+def _untransposed(v: Value, defs: dict[Value, Op]) -> Value:
+    while v in defs and defs[v].name == "transpose":
+        v = defs[v].operands[0]
+    return v
 
 
 def _use_counts(fn: Function) -> dict[Value, int]:
@@ -136,27 +184,6 @@ def _use_counts(fn: Function) -> dict[Value, int]:
     for v in [v for op in fn.ops for v in op.operands] + list(fn.outputs):
         uses[v] = uses.get(v, 0) + 1
     return uses
-
-
-def _merge_sums(fn: Function) -> Function:
-    defs = {r: op for op in fn.ops for r in op.results}
-    uses = _use_counts(fn)
-    inner: set[Op] = set()
-    inserts: dict[int, list[Op]] = {}
-    subst: dict[Value, Value] = {}
-    for i in reversed(range(len(fn.ops))):
-        op = fn.ops[i]
-        tree = None if op in inner or op.name != "add" else _sum_tree(op, defs, uses)
-        if tree is None:
-            continue
-        terms, adds = tree
-        inner.update(adds)
-        a = _concat([t.operands[0] for t in terms], 1, op.loc, defs)
-        b = _concat([t.operands[1] for t in terms], 0, op.loc, defs)
-        prod = make_op("matmul", [a[-1].result, b[-1].result], {}, op.loc)
-        inserts[i] = a + b + [prod]
-        subst[op.result] = prod.result
-    return _place(fn, inserts, subst) if inserts else fn
 
 
 def _place(fn: Function, inserts: dict[int, list[Op]], subst: dict[Value, Value]) -> Function:
@@ -170,10 +197,27 @@ def _place(fn: Function, inserts: dict[int, list[Op]], subst: dict[Value, Value]
     return dce(out.replace(ops=toposort(out.ops, out.inputs)), PassContext())
 
 
+def _batch_once(fn: Function) -> Function | None:
+    """Apply the rewrite that merges the most products; None if none applies."""
+    shared = _independent_set(fn.ops)
+    summed = _largest_sum(fn)
+    if summed is not None and (shared is None or len(summed[1]) >= len(shared[1])):
+        i, terms = summed
+        new = _merged_sum(fn.ops[i], terms, {r: o for o in fn.ops for r in o.results})
+        return _place(fn, {i: new}, {fn.ops[i].result: new[-1].result})
+    if shared is not None:
+        side, members = shared
+        new, subst = _stack(fn.ops, side, members)
+        return _place(fn, {members[0]: new}, subst)
+    return None
+
+
 def batch_matmul(fn: Function, ctx: PassContext) -> Function:
     if not ctx.reorder_matmul:
         return fn
-    return _stack_shared(_merge_sums(fn))
+    while (batched := _batch_once(fn)) is not None:
+        fn = batched
+    return fn
 
 
 BATCH_MATMUL = Pass("batch_matmul", "merge independent small matrix products that share an "

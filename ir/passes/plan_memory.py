@@ -8,10 +8,13 @@ stays parseable (``MemoryPlan.of(fn)`` reads it back):
 - ``mem_buffers = [n0, n1, ...]``: the byte size of each buffer;
 - ``mem_storage = [b, ...]``: one entry per op result, in program order (the order the
   printer numbers them, right after the inputs): the buffer that holds it, or ``-1`` for
-  no buffer (a constant, an empty value, or a ``reshape`` of an input or constant, which
-  is a view of that memory). A ``reshape`` of a value in buffer ``b`` is in ``b`` too (a
-  view), and a result in the same buffer as one of its op's operands is an in-place
-  update;
+  no buffer (a constant, an empty value, or a view of an input or constant);
+- views: the result of a ``transpose``, ``slice`` or ``broadcast`` (of anything) and of a
+  ``reshape`` of a contiguous value is a view of its operand's memory (permuted, offset
+  or zero strides), so it has its operand's buffer; a backend renders it by index
+  arithmetic. A function output is never a view (it gets its own buffer, a copy);
+- in place: an elementwise op or kernel whose result has the buffer of one of its
+  operands overwrites it (each element is read before it is written, at one index);
 - ``mem_peak_bytes``: the sum of the buffer sizes, what the plan allocates;
 - ``mem_total_bytes``: the sum of the sizes of all intermediate and output values, what
   running without a plan would allocate;
@@ -29,6 +32,9 @@ from ..core import Function, Op, Value
 from ..ops import get_opdef
 from .base import Pass, PassContext
 
+# Ops whose result is a view of the operand's memory (strides, offset): a transpose, slice
+# or broadcast of anything, a reshape of a contiguous value.
+VIEW_OPS = ("reshape", "transpose", "slice", "broadcast")
 ATTRS = ("mem_buffers", "mem_storage", "mem_peak_bytes", "mem_total_bytes", "mem_live_bytes")
 
 
@@ -94,22 +100,29 @@ class _Planner:
         self.where: dict[Value, int] = {}
 
     def analyse(self) -> None:
-        n = len(self.fn.ops)
+        contiguous = set(self.fn.inputs)
+        outputs = set(self.fn.outputs)
         for op in self.fn.ops:
             for r in op.results:
-                src = op.operands[0] if op.name == "reshape" else None
-                if src is not None and (src in self.needs or src in self.root):
+                src = op.operands[0] if op.operands else r
+                if op.name == "const":
+                    contiguous.add(r)
+                elif op.name in VIEW_OPS and r not in outputs and (
+                        op.name != "reshape" or src in contiguous):
                     self.root[r] = self.root.get(src, src)
-                elif op.name not in ("const", "reshape") and r.type.nbytes > 0:
+                    if op.name == "reshape":
+                        contiguous.add(r)
+                elif r.type.nbytes > 0:
                     self.needs.add(r)
+                    contiguous.add(r)
         for i, op in enumerate(self.fn.ops):
             for r in op.results:
                 if r in self.needs:
-                    self.end[r] = max(self.end.get(r, i), i)
+                    self.end[r] = i
             for v in op.operands:
                 self._touch(v, i)
         for v in self.fn.outputs:
-            self._touch(v, n)
+            self._touch(v, len(self.fn.ops))
 
     def _touch(self, v: Value, i: int) -> None:
         v = self.root.get(v, v)
@@ -129,7 +142,7 @@ class _Planner:
                     self.where[r] = self._place(r, op, cands, i, free, taken)
             for r in op.results:
                 if r in self.root:
-                    self.where[r] = self.where[self.root[r]]
+                    self.where[r] = self.where.get(self.root[r], -1)
             for v in dying.get(i, []):
                 if self.where[v] not in taken and v not in self.fn.outputs:
                     free.append(self.where[v])

@@ -219,6 +219,51 @@ reshape_reshape = _same_kind_twice("reshape", "shape")
 broadcast_broadcast = _same_kind_twice("broadcast", "shape")
 
 
+def slice_all(op: Op, m: View) -> Rewrite | None:
+    """A slice that takes every element -> x."""
+    x = op.operands[0]
+    return x if op.result.shape == x.shape and set(op.attrs["step"]) <= {1} else None
+
+
+def _row_block(v: Value, m: View) -> tuple[Value, int, int] | None:
+    """(X, lo, hi) if ``v`` is rows lo:hi of X along axis 0 (a step-1 slice that keeps
+    every other axis whole), or such a slice of one row reshaped to drop that axis."""
+    sl = m.producer(v, "slice")
+    rs = None
+    if sl is None:
+        rs = m.producer(v, "reshape")
+        sl = m.producer(rs.operands[0], "slice") if rs is not None else None
+    if sl is None:
+        return None
+    x, (start, stop, step) = sl.operands[0], (sl.attrs[k] for k in ("start", "stop", "step"))
+    whole = start[1:] == (0,) * (x.ndim - 1) and stop[1:] == x.shape[1:]
+    if not whole or set(step) != {1} or (rs is not None and (
+            stop[0] - start[0] != 1 or v.shape != x.shape[1:])):
+        return None
+    return x, start[0], stop[0]
+
+
+def concat_rows(op: Op, m: View) -> Rewrite | None:
+    """concatenate along axis 0 of adjacent row blocks of one array X (slices, or rows
+    reshaped to drop their axis) -> one slice of X (reshaped): exact, data movement only."""
+    if op.attrs["axis"] != 0:
+        return None
+    blocks = [_row_block(v, m) for v in op.operands]
+    if any(b is None for b in blocks):
+        return None
+    x = blocks[0][0]  # type: ignore[index]
+    bounds = [(lo, hi) for _, lo, hi in blocks]  # type: ignore[misc]
+    if any(b[0] is not x for b in blocks) or any(
+            a[1] != b[0] for a, b in zip(bounds, bounds[1:], strict=False)):
+        return None
+    lo, hi = bounds[0][0], bounds[-1][1]
+    sl = new("slice", x, start=(lo,) + (0,) * (x.ndim - 1), stop=(hi,) + x.shape[1:],
+             step=(1,) * x.ndim, loc=op.loc)
+    if sl.result.shape == op.result.shape:
+        return chain(sl)
+    return chain(sl, new("reshape", sl.result, shape=op.result.shape, loc=op.loc))
+
+
 # -- reductions -----------------------------------------------------------------------
 def sum_to_as_sum(op: Op, m: View) -> Rewrite | None:
     """sum_to -> sum over the summed axes (and a reshape putting back size-1 axes)."""
@@ -410,6 +455,8 @@ PATTERNS: dict[str, list[Pattern]] = {
     "transpose": [transpose],
     "reshape": [reshape_reshape],
     "broadcast": [broadcast_broadcast],
+    "slice": [slice_all],
+    "concatenate": [concat_rows],
     "sum_to": [sum_to_as_sum],
     "sum": [sum_of_copies],
     "max": [maxmin_of_copies],
