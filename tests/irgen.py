@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from yota.ir import Builder, Function, TensorType, Value
 
 FLOAT_UNARY = ["exp", "log", "tanh", "sqrt", "sin", "cos", "neg", "abs", "square", "expm1",

@@ -160,7 +160,8 @@ def _largest_sum(fn: Function) -> tuple[int, list[Term]] | None:
     """The add tree of the most products, its terms ordered by where their operands are
     defined (so that per-step operands concatenate in step order)."""
     defs = {r: op for op in fn.ops for r in op.results}
-    pos = {r: i for i, op in enumerate(fn.ops) for r in op.results}
+    pos = {v: i - len(fn.inputs) for i, v in enumerate(fn.inputs)}
+    pos.update({r: i for i, op in enumerate(fn.ops) for r in op.results})
     uses = _use_counts(fn)
     best: tuple[int, list[Term]] | None = None
     for i, op in enumerate(fn.ops):
@@ -168,7 +169,7 @@ def _largest_sum(fn: Function) -> tuple[int, list[Term]] | None:
         if terms is not None and (best is None or len(terms) >= len(best[1])):
             best = (i, terms)
     if best is not None:
-        best[1].sort(key=lambda t: min(pos.get(_untransposed(v, defs), -1)
+        best[1].sort(key=lambda t: min(pos[_untransposed(v, defs)]
                                        for v in t[0].operands))
     return best
 
