@@ -18,7 +18,8 @@ stays parseable (``MemoryPlan.of(fn)`` reads it back):
 - ``mem_peak_bytes``: the sum of the buffer sizes, what the plan allocates;
 - ``mem_total_bytes``: the sum of the sizes of all intermediate and output values, what
   running without a plan would allocate;
-- ``mem_live_bytes``: the most bytes live at any point, a lower bound for any plan.
+- ``mem_live_bytes``: the most bytes of values live at one op (its operands and results
+  counted together): what any plan without in-place updates needs at least.
 
 Function outputs get buffers of their own that are never reused (the caller owns them);
 inputs and constants get none.
