@@ -260,7 +260,7 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--args", "args_expr", metavar="EXPR",
                      help="Example arguments: a Python expression evaluated in TARGET's "
                           "module with np available; a tuple gives several arguments "
-                          "(end a single tuple argument with a comma: '(a, b),').)"),
+                          "(end a single tuple argument with a comma: '(a, b),')."),
         click.option("--example", metavar="FUNC",
                      help="A function in TARGET's module that returns the argument tuple "
                           "(it gets np.random.default_rng(SEED) if it takes `rng`)."),
@@ -496,7 +496,8 @@ def _has_var(x: Any) -> bool:
 def _json_loc(loc: Any) -> dict[str, Any] | None:
     if loc is None:
         return None
-    return {"file": loc.file, "line": loc.line, "func": loc.func, "text": str(loc)}
+    return {"file": loc.file, "line": loc.line, "func": loc.func, "text": str(loc),
+            "source": loc.source_line()}
 
 
 def _json_var(v: Var, value: Any) -> dict[str, Any]:
@@ -509,7 +510,7 @@ def _json_var(v: Var, value: Any) -> dict[str, Any]:
 
 
 def entry_json(e: Entry) -> dict[str, Any]:
-    values = list(e.value) if len(e.outs) > 1 else [e.value]
+    values = list(e.value) if len(e.outs) > 1 else [e.value] * len(e.outs)
     out: dict[str, Any] = {
         "kind": e.kind, "fn": e.fn or None,
         "outs": [_json_var(v, val) for v, val in zip(e.outs, values, strict=True)],
@@ -883,16 +884,13 @@ def tape(target: str, args_expr: str | None, example: str | None, seed: int, as_
         click.echo(format_tape_with_source(tp) if source else str(tp))
 
 
-_STAGE_HELP = "; ".join(f"{k}: {v}" for k, v in STAGES.items())
-
-
 @main.command("ir")
 @target_options
 @click.option("--stage", type=click.Choice(list(STAGES)), default=None,
-              help=f"Which IR to print (default: traced). {_STAGE_HELP}.")
+              help="Which IR to print (default: traced; see Stages above).")
 @click.option("--all-stages", is_flag=True,
               help="Print every stage up to --stage (default: all): traced, grad, then the "
-                   "output of each pass, each under a '# ==== N. name ====' header.")
+                   "output of each pass, each under a '# ==== pass 3/12: cse ====' header.")
 @click.option("--changed", is_flag=True, help="With --all-stages: only stages that changed.")
 @click.option("--fast-math", is_flag=True, help="Let passes make rewrites that are not exact "
                                                 "in IEEE arithmetic.")
@@ -1077,7 +1075,11 @@ def _llvm_backend() -> ModuleType:
     if not found:
         raise ToolError("the native LLVM backend (yota.backends.llvm) is not available yet; "
                         "`yota-ir ir TARGET --stage planned` shows the IR it will compile")
-    return importlib.import_module("yota.backends.llvm")
+    try:
+        return importlib.import_module("yota.backends.llvm")
+    except Exception as e:
+        raise ToolError(f"the native LLVM backend (yota.backends.llvm) cannot be imported "
+                        f"yet: {type(e).__name__}: {e}") from e
 
 
 def _accepts(f: Callable[..., Any], name: str) -> bool:

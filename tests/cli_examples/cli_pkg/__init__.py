@@ -1,0 +1,1 @@
+"""A package, for `yota-ir tape cli_pkg.losses:FUNC` targets."""
