@@ -260,7 +260,10 @@ def _fix_attrs(name: str, attrs: dict[str, Any], types: list[TensorType],
             raise ParseError(f"line {line}: const needs one result type")
         t = types[0]
         try:
-            attrs["value"] = np.broadcast_to(np.array(attrs["value"], dtype=t.dtype), t.shape)
+            value = np.array(attrs["value"], dtype=t.dtype)
+            if value.size == 0 == t.size:  # an empty constant prints as []
+                value = value.reshape(t.shape)
+            attrs["value"] = np.broadcast_to(value, t.shape)
         except (KeyError, ValueError) as e:
             raise ParseError(f"line {line}: bad constant for {t}: {e}") from e
     return {k: _tuples(v) for k, v in attrs.items()}

@@ -1,0 +1,72 @@
+"""Differential tests: on hundreds of random programs (``irgen``), the optimized program
+gives the unoptimized one's results on the interpreter: bit for bit (NaNs in the same
+places) without fast_math, within a tolerance with it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from irgen import close_results, random_program, same_results
+from yota.ir import Function, GuardFailed, parse, print_function, run
+from yota.ir.passes import PassContext, optimize
+from yota.ir.passes.fuse import FUSE
+
+EXACT = PassContext(reorder_matmul=False)
+
+
+def outcome(fn: Function, args: list[np.ndarray]) -> list[np.ndarray] | None:
+    """The outputs, or None when a guard fails."""
+    try:
+        return run(fn, *args)
+    except GuardFailed:
+        return None
+
+
+def check(seed: int, ctx: PassContext, tame: bool = False) -> Function:
+    fn, args = random_program(np.random.default_rng(seed), tame=tame)
+    want = outcome(fn, args)
+    opt = optimize(fn, ctx=ctx)
+    got = outcome(opt, args)
+    assert (want is None) == (got is None), f"seed {seed}: a guard fails on one side only"
+    if want is not None and got is not None:
+        compare = same_results if not (ctx.fast_math or ctx.reorder_matmul) else close_results
+        why = compare(want, got)
+        assert why is None, f"seed {seed}: {why}\n{print_function(fn)}\n{print_function(opt)}"
+    return opt
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_optimized_programs_give_the_same_bits(chunk: int) -> None:
+    for seed in range(chunk * 50, (chunk + 1) * 50):
+        opt = check(seed, EXACT)
+        assert print_function(parse(print_function(opt))) == print_function(opt)
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_fast_math_programs_agree_within_tolerance(chunk: int) -> None:
+    for seed in range(1000 + chunk * 50, 1000 + (chunk + 1) * 50):
+        check(seed, PassContext(fast_math=True, reorder_matmul=False), tame=True)
+
+
+def test_batched_matmuls_agree_within_tolerance() -> None:
+    for seed in range(2000, 2100):
+        check(seed, PassContext())
+
+
+def _work(fn: Function) -> Counter[str]:
+    """Ops that compute something, in ``fn`` and its kernel bodies."""
+    ops = [op for f in [fn, *fn.callees.values()] for op in f.ops]
+    return Counter(op.name for op in ops if op.name not in ("const", "broadcast", "fused"))
+
+
+def test_fusion_never_computes_anything_twice_or_drops_work() -> None:
+    fused = 0
+    for seed in range(300):
+        fn, _ = random_program(np.random.default_rng(seed))
+        before = optimize(fn, ["inline", "simplify", "cse", "dce"])
+        after = FUSE(before)
+        assert _work(after) == _work(before), f"seed {seed}"
+        fused += sum(op.name == "fused" for op in after.ops)
+    assert fused > 100  # the generator gives fusion something to do
