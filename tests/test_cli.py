@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -401,3 +402,13 @@ def test_check_fails_on_a_wrong_rule() -> None:
 def test_check_samples_large_leaves() -> None:
     out = ok("check", MLP, *EXAMPLE, "--max-elements", "4")
     assert re.search(r"m\.W1\s+f64\[4,8\]\s+4/32", out)
+
+
+# -- README ----------------------------------------------------------------------------------
+def test_readme_tape_listing_is_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text()
+    m = re.search(r"^\$ yota-ir (tape [^\n]*)\n(.*?)\n```", readme, re.M | re.S)
+    assert m, "README.md has no `$ yota-ir tape ...` example"
+    monkeypatch.chdir(root)
+    assert ok(*shlex.split(m.group(1))) == m.group(2) + "\n"

@@ -83,26 +83,31 @@ def _is_machinery(filename: str) -> bool:
             or os.path.abspath(filename).startswith(_PKG_DIRS))
 
 
-def user_traceback(e: BaseException) -> str:
-    """``e``'s traceback starting at the first frame of the user's code."""
+def user_traceback(e: BaseException) -> str | None:
+    """``e``'s traceback from the first frame of the user's code on (None if it has no
+    such frame: then the error is Yota's own). A SyntaxError gives its location."""
     tb = e.__traceback__
-    while tb is not None and tb.tb_next is not None and _is_machinery(tb.tb_frame.f_code.co_filename):
+    while tb is not None and _is_machinery(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    if tb is not None and _is_machinery(tb.tb_frame.f_code.co_filename):
-        tb = None
+    if tb is None and not isinstance(e, SyntaxError):
+        return None
     return "".join(traceback.format_exception(type(e), e, tb)).rstrip()
 
 
 @contextlib.contextmanager
 def user_code(what: str) -> Iterator[None]:
-    """Run the user's code: an exception that is not a YotaError is reported with the
-    user's traceback (not as a crash of the tool); YotaErrors pass through."""
+    """Run the user's code: an exception raised there (not a YotaError) is reported with
+    the user's traceback, not as a crash of the tool. YotaErrors, and exceptions that
+    never passed through the user's code, propagate."""
     try:
         yield
     except (YotaError, click.ClickException, click.exceptions.Exit, click.Abort):
         raise
     except Exception as e:
-        raise ToolError(f"{what} raised {type(e).__name__}:\n\n{user_traceback(e)}") from e
+        tb = user_traceback(e)
+        if tb is None:
+            raise
+        raise ToolError(f"{what} raised {type(e).__name__}:\n\n{tb}") from e
 
 
 class _Group(click.Group):
