@@ -95,6 +95,7 @@ class _Planner:
     def __init__(self, fn: Function) -> None:
         self.fn = fn
         self.root: dict[Value, Value] = {}  # a reshape's result -> the value it views
+        self.same_index: set[Value] = set()  # views that read their root at the same index
         self.needs: set[Value] = set()  # values that get a buffer of their own
         self.end: dict[Value, int] = {}  # root value -> index of its last use
         self.buffers: list[int] = []
@@ -113,6 +114,8 @@ class _Planner:
                     self.root[r] = self.root.get(src, src)
                     if op.name == "reshape":
                         contiguous.add(r)
+                        if src not in self.root or src in self.same_index:
+                            self.same_index.add(r)
                 elif r.type.nbytes > 0:
                     self.needs.add(r)
                     contiguous.add(r)
@@ -154,6 +157,8 @@ class _Planner:
         else the largest free one, grown; else a new buffer."""
         size = r.type.nbytes
         for k in cands:
+            if op.operands[k] in self.root and op.operands[k] not in self.same_index:
+                continue  # a transposed, sliced or broadcast view is not read in step
             v = self.root.get(op.operands[k], op.operands[k])
             b = self.where.get(v)
             if (b is not None and self.end[v] == i and b not in taken
