@@ -11,7 +11,7 @@ from typing import Any
 
 from yota.ir.errors import YotaError
 
-BACKENDS = {"interp": "yota.backends.interp"}
+BACKENDS = {"interp": "yota.backends.interp", "llvm": "yota.backends.llvm"}
 DEFAULT_BACKEND = "interp"
 
 

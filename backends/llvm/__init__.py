@@ -1,0 +1,114 @@
+"""The native CPU backend: an ``ir.Function`` lowered through llvmlite to one LLVM
+module, optimized at O3 for the host CPU, and run as machine code.
+
+    >>> import numpy as np
+    >>> from yota.ir import parse
+    >>> from yota.backends import llvm as native
+    >>> f = parse('''
+    ... func @f(%0: f32[4]) -> (f32[]) {
+    ...   %1 = exp %0 : f32[4]
+    ...   %2 = sum %1 {axes = [0]} : f32[]
+    ...   return %2
+    ... }''')
+    >>> exe = native.compile(f)
+    >>> [float(v) for v in exe(np.zeros(4, np.float32))]
+    [4.0]
+
+Public API
+----------
+``compile(fn, *, threads=None, opt_level=3) -> LLVMExecutable``
+    The backend interface: the executable is called with arrays and returns the list of
+    outputs (``exe(*arrays, out=[...])`` writes into caller-provided arrays). It is safe
+    to call from several threads at once.
+``llvm_ir(fn, optimized=False) -> str``
+    The module's LLVM IR as generated, or after the O3 pipeline.
+``assembly(fn) -> str``
+    The host assembly of the optimized module.
+``save(exe) -> bytes`` and ``load(data) -> LLVMExecutable``
+    The object code plus a JSON description, reloadable in another process on the same
+    target (no recompilation; raises ``YotaError`` for another target).
+``target_key() -> dict``
+    What object code depends on (triple, CPU, features, LLVM version...): for cache keys.
+
+An ``LLVMExecutable`` also carries ``.llvm_ir``, ``.optimized_ir`` and ``.assembly()``.
+
+How ops become code: ``layout`` renders the memory plan as storage and views,
+``emit`` is the op -> emitter table, ``kernel`` generates vectorized loop nests
+(``vecmath``: elementwise ops and libmvec transcendentals), ``lower`` builds the module,
+``jit`` optimizes, emits object code and loads it, ``runtime`` is the calling side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from yota.ir.core import Function
+from yota.ir.errors import YotaError
+from yota.ir.verifier import maybe_verify
+
+from .jit import emit_object, load_object, optimize
+from .lower import ENTRY, Options, lower_module
+from .runtime import Artifact, IndexOutOfRange, LLVMExecutable
+from .target import host
+
+__all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "LLVMExecutable",
+           "Artifact", "IndexOutOfRange"]
+
+
+def compile(fn: Function, *, threads: int | None = None, opt_level: int = 3) -> LLVMExecutable:
+    """Compile ``fn`` (and its callees and kernels) to native code."""
+    target = host()
+    maybe_verify(fn)
+    mg = lower_module(fn, target, _options(threads))
+    text = str(mg.module)
+    mod = optimize(text, target, opt_level)
+    obj = emit_object(mod, target)
+    meta = {
+        "format": 1,
+        "name": fn.name,
+        "inputs": [[list(v.shape), v.dtype.str] for v in fn.inputs],
+        "outputs": [[list(v.shape), v.dtype.str] for v in fn.outputs],
+        "input_labels": list(fn.input_labels),
+        "ws_bytes": mg.ws_bytes,  # type: ignore[attr-defined]
+        "failures": mg.failures,
+        "target": target.key(),
+    }
+    art = Artifact(obj, meta)
+    return LLVMExecutable(art, load_object(obj, target, ENTRY), target, fn, text, str(mod))
+
+
+def _options(threads: int | None) -> Options:
+    return Options(threads=host().threads if threads is None else max(1, int(threads)))
+
+
+def llvm_ir(fn: Function, optimized: bool = False, *, threads: int | None = None) -> str:
+    """The LLVM IR of ``fn``'s module, before or after optimization."""
+    target = host()
+    text = str(lower_module(fn, target, _options(threads)).module)
+    return str(optimize(text, target)) if optimized else text
+
+
+def assembly(fn: Function, *, threads: int | None = None) -> str:
+    """The host assembly of ``fn``'s optimized module."""
+    from .jit import emit_assembly
+
+    target = host()
+    return emit_assembly(optimize(llvm_ir(fn, threads=threads), target), target)
+
+
+def save(exe: LLVMExecutable) -> bytes:
+    return exe.artifact.to_bytes()
+
+
+def load(data: bytes | Artifact) -> LLVMExecutable:
+    """An executable from ``save``'s bytes, for this machine's target."""
+    art = data if isinstance(data, Artifact) else Artifact.from_bytes(data)
+    target = host()
+    if art.meta.get("target") != target.key():
+        raise YotaError("this object code was built for another target or toolchain "
+                        f"({art.meta.get('target')}); recompile it")
+    return LLVMExecutable(art, load_object(art.object_code, target, ENTRY), target)
+
+
+def target_key() -> dict[str, Any]:
+    return host().key()

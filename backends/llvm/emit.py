@@ -1,0 +1,403 @@
+"""The op -> emitter table. Each emitter renders one op from the locations the layout
+chose (``g.loc``); none of them analyses the program."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import llvmlite.ir as ir
+import numpy as np
+from yota.ir.core import Op, Value
+from yota.ir.ops import OPS
+from yota.ir.ops.fused import kernel_domain
+from yota.ir.ops.misc import splat_scalar
+
+from .kernel import Kernel, contiguous_strides, fill_kernel
+from .layout import Loc, blas_matrix, view_loc
+from .loops import linear, loop, nest
+from .lower import FnGen, KernelArgs
+from .types import F32, F64, I1, I32, I64, PTR, declare, i64, mem_type, reg_type
+
+Emitter = Callable[[FnGen, Op], None]
+EMITTERS: dict[str, Emitter] = {}
+
+
+def emitter(*names: str) -> Callable[[Emitter], Emitter]:
+    def reg(f: Emitter) -> Emitter:
+        for n in names:
+            EMITTERS[n] = f
+        return f
+    return reg
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+# -- kernels: elementwise, fused, reductions ---------------------------------------------------
+def elementwise(g: FnGen, op: Op) -> None:
+    r = op.result
+    args = KernelArgs(g)
+    k = Kernel(r.shape, (False,) * r.ndim, 0)
+    ids = tuple(k.read(g.access(args, g.loc(v), v.dtype)) for v in op.operands)
+    out = k.op(op.name, ids, r.dtype, op.attrs)
+    k.store(out, g.access(args, g.loc(r), r.dtype))
+    k.nparams = len(args.values)
+    g.launch(k, args)
+
+
+for _name, _def in OPS.items():
+    if _def.elementwise and _name != "broadcast":
+        EMITTERS[_name] = elementwise
+
+
+@emitter("fused")
+def _fused(g: FnGen, op: Op) -> None:
+    body = g.fn.callees[op.attrs["callee"]]
+    domain, axes = kernel_domain(body)
+    red = tuple(a in (axes or ()) for a in range(len(domain)))
+    args = KernelArgs(g)
+    k = Kernel(domain, red, 0)
+    env: dict[Value, int] = {}
+    inputs = dict(zip(body.inputs, op.operands, strict=True))
+    for bop in body.ops:  # reads first: direct inputs and broadcasts of inputs
+        if bop.name == "broadcast":
+            v = inputs[bop.operands[0]]
+            env[bop.result] = k.read(g.access(args, g.loc(v), v.dtype,
+                                              _bcast_strides(g.loc(v), v.shape, domain)))
+    for bv, v in inputs.items():
+        if bv.shape == domain and any(bv in o.operands for o in body.ops
+                                      if o.name != "broadcast"):
+            env[bv] = k.read(g.access(args, g.loc(v), v.dtype))
+    for bop in body.ops:
+        if bop.name == "broadcast":
+            continue
+        if bop.name == "const":
+            env[bop.result] = k.const(splat_scalar(bop.attrs["value"]) if bop.result.type.size
+                                      else 0, bop.result.dtype)
+        elif bop.name in ("sum", "max", "min", "prod"):
+            env[bop.result] = env[bop.operands[0]]
+        else:
+            env[bop.result] = k.op(bop.name, tuple(env[v] for v in bop.operands),
+                                   bop.result.dtype, bop.attrs)
+    reduced = {bop.result: bop for bop in body.ops if bop.name in ("sum", "max", "min")}
+    for bv, r in zip(body.outputs, op.results, strict=True):
+        if bv in reduced:
+            st = _reduced_strides(g.loc(r), red)
+            k.reduction(reduced[bv].name, env[bv], g.access(args, g.loc(r), r.dtype, st))
+        else:
+            k.store(env[bv], g.access(args, g.loc(r), r.dtype))
+    k.nparams = len(args.values)
+    g.launch(k, args)
+
+
+def _bcast_strides(loc: Loc, shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[int, ...]:
+    lead = len(domain) - len(shape)
+    return (0,) * lead + tuple(0 if d == 1 and o != 1 else s
+                               for d, o, s in zip(shape, domain[lead:], loc.strides, strict=True))
+
+
+def _reduced_strides(loc: Loc, red: tuple[bool, ...]) -> tuple[int, ...]:
+    """Strides over the domain of a reduction result: 0 on reduced axes."""
+    it = iter(loc.strides)
+    return tuple(0 if r else next(it) for r in red)
+
+
+def _reduce(g: FnGen, op: Op, kind: str, x: Value, red: tuple[bool, ...],
+            out_strides: tuple[int, ...]) -> None:
+    r = op.result
+    args = KernelArgs(g)
+    k = Kernel(x.shape, red, 0)
+    vid = k.read(g.access(args, g.loc(x), x.dtype))
+    k.reduction(kind, vid, g.access(args, g.loc(r), r.dtype, out_strides))
+    k.nparams = len(args.values)
+    g.launch(k, args)
+
+
+@emitter("sum", "prod", "max", "min")
+def _reduction(g: FnGen, op: Op) -> None:
+    x = op.operands[0]
+    red = tuple(a in op.attrs["axes"] for a in range(x.ndim))
+    _reduce(g, op, op.name, x, red, _reduced_strides(g.loc(op.result), red))
+
+
+@emitter("sum_to")
+def _sum_to(g: FnGen, op: Op) -> None:
+    x, r = op.operands[0], op.result
+    lead = x.ndim - r.ndim
+    red = tuple(a < lead or (r.shape[a - lead] == 1 and x.shape[a] != 1) for a in range(x.ndim))
+    st = g.loc(r).strides
+    out = tuple(0 if red[a] else st[a - lead] for a in range(x.ndim))
+    _reduce(g, op, "sum", x, red, out)
+
+
+# -- shape ops --------------------------------------------------------------------------------
+@emitter("transpose", "broadcast", "slice", "flip", "reshape")
+def _view(g: FnGen, op: Op) -> None:
+    r = op.result
+    if r not in g.lay.materialize:
+        return
+    x = op.operands[0]
+    cand = view_loc(op, g.loc(x), x.shape)
+    if cand is not None:
+        g.copy(r.shape, cand, r.dtype, g.loc(r))
+    else:  # a reshape that strides cannot express: copy in the source's element order
+        dst = Loc(g.loc(r).storage, g.loc(r).offset, contiguous_strides(x.shape))
+        g.copy(x.shape, g.loc(x), x.dtype, dst)
+
+
+@emitter("const")
+def _const(g: FnGen, op: Op) -> None:
+    """Constants are globals (or splats) placed by the layout: no code."""
+
+
+@emitter("concatenate")
+def _concatenate(g: FnGen, op: Op) -> None:
+    r, axis = op.result, op.attrs["axis"]
+    out = g.loc(r)
+    start = 0
+    for v in op.operands:
+        dst = Loc(out.storage, out.offset + start * out.strides[axis], out.strides)
+        g.copy(v.shape, g.loc(v), v.dtype, dst)
+        start += v.shape[axis]
+
+
+@emitter("pad")
+def _pad(g: FnGen, op: Op) -> None:
+    x, r = op.operands[0], op.result
+    out = g.loc(r)
+    if r.type.size:
+        args = KernelArgs(g)
+        k = fill_kernel(r.shape, g.access(args, out, r.dtype), 0)
+        k.nparams = len(args.values)
+        g.launch(k, args)
+    off = out.offset + sum(lo * s for lo, s in zip(op.attrs["low"], out.strides, strict=True))
+    st = tuple(s * (it + 1) for s, it in zip(out.strides, op.attrs["interior"], strict=True))
+    g.copy(x.shape, g.loc(x), x.dtype, Loc(out.storage, off, st))
+
+
+# -- matrix products ----------------------------------------------------------------------------
+@emitter("matmul")
+def _matmul(g: FnGen, op: Op) -> None:
+    a, b_ = op.operands
+    r = op.result
+    if r.type.size == 0:
+        return
+    la, lb = g.operand_loc(g.op_index, 0, a), g.operand_loc(g.op_index, 1, b_)
+    if g.mg.target.blas and r.dtype.kind == "f" and a.shape[-1] > 0:
+        _gemm(g, a, b_, r, la, lb)
+    else:
+        _matmul_loops(g, a, b_, r, la, lb)
+
+
+def _gemm(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> None:
+    m, kk, n = a.shape[-2], a.shape[-1], b_.shape[-1]
+    ta, lda = blas_matrix(la, a.shape)  # type: ignore[misc]
+    tb, ldb = blas_matrix(lb, b_.shape)  # type: ignore[misc]
+    ft = reg_type(r.dtype)
+    name = "yota_sgemm" if r.dtype.itemsize == 4 else "yota_dgemm"
+    gemm = declare(g.mg.module, name, ir.VoidType(),
+                   [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64])
+    lr = g.loc(r)
+    bshape = r.shape[:-2]
+
+    def one(idx: list[ir.Value]) -> None:
+        b = g.b
+        pa = g.elem_ptr(la, a.dtype, linear(b, idx, la.strides[:-2]))
+        pb = g.elem_ptr(lb, b_.dtype, linear(b, idx, lb.strides[:-2]))
+        pc = g.elem_ptr(lr, r.dtype, linear(b, idx, lr.strides[:-2]))
+        c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        b.call(gemm, [c32(101), c32(112 if ta else 111), c32(112 if tb else 111),
+                      i64(m), i64(n), i64(kk), ir.Constant(ft, 1.0), pa, i64(lda), pb,
+                      i64(ldb), ir.Constant(ft, 0.0), pc, i64(max(1, n))])
+    nest(g.b, bshape, one, name="bat")
+
+
+def _matmul_loops(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> None:
+    """C[..., i, j] = sum_k A[..., i, k] B[..., k, j] as a kernel over (..., i, k, j)."""
+    nb = r.ndim - 2
+    dom = r.shape[:-1] + (a.shape[-1],) + r.shape[-1:]
+    red = (False,) * (nb + 1) + (True, False)
+    args = KernelArgs(g)
+    k = Kernel(dom, red, 0)
+    sa, sb, sr = la.strides, lb.strides, g.loc(r).strides
+    x = k.read(g.access(args, la, a.dtype, sa[:nb] + (sa[-2], sa[-1], 0)))
+    y = k.read(g.access(args, lb, b_.dtype, sb[:nb] + (0, sb[-2], sb[-1])))
+    k.reduction("sum", k.op("mul", (x, y), r.dtype),
+                g.access(args, g.loc(r), r.dtype, sr[:nb] + (sr[-2], 0, sr[-1])))
+    k.nparams = len(args.values)
+    g.launch(k, args)
+
+
+# -- indexing ---------------------------------------------------------------------------------
+def _index_value(g: FnGen, idx_vals: list[Value], locs: list[Loc], at: list[ir.Value],
+                 m: int, dim: int, axis: int) -> ir.Value:
+    """Index array ``m`` at ``at``, made non-negative; fails the call if out of range."""
+    b = g.b
+    v = idx_vals[m]
+    p = g.elem_ptr(locs[m], v.dtype, linear(b, at, locs[m].strides))
+    raw = b.load(p, typ=mem_type(v.dtype))
+    if v.dtype.itemsize < 8:
+        raw = b.sext(raw, I64)
+    i = b.select(b.icmp_signed("<", raw, i64(0)), b.add(raw, i64(dim)), raw)
+    bad = b.or_(b.icmp_signed("<", i, i64(0)), b.icmp_signed(">=", i, i64(dim)))
+    g.fail_if(bad, {"kind": "index", "axis": axis + m, "size": dim}, raw)
+    return i
+
+
+def _indexed(g: FnGen, op: Op, big: Value, small: Value, axis: int,
+             body: Callable[[ir.Value, ir.Value], None]) -> None:
+    """Walk ``small`` (the gathered shape); ``body(small_offset, big_offset)``."""
+    idx_vals = list(op.operands[1:])
+    locs = [g.operand_loc(g.op_index, 1 + m, v) for m, v in enumerate(idx_vals)]
+    nk, ni = len(idx_vals), idx_vals[0].ndim
+    ls, lb = g.loc(small), g.loc(big)
+
+    def each(at: list[ir.Value]) -> None:
+        pre, mid, post = at[:axis], at[axis:axis + ni], at[axis + ni:]
+        ids = [_index_value(g, idx_vals, locs, mid, m, big.shape[axis + m], axis)
+               for m in range(nk)]
+        so = linear(g.b, at, ls.strides, ls.offset)
+        bo = linear(g.b, pre + ids + post, lb.strides, lb.offset)
+        body(so, bo)
+    nest(g.b, small.shape, each, name="idx")
+
+
+@emitter("gather")
+def _gather(g: FnGen, op: Op) -> None:
+    x, r = op.operands[0], op.result
+    mt = mem_type(r.dtype)
+    ls, lx = g.loc(r), g.loc(x)
+
+    def body(so: ir.Value, bo: ir.Value) -> None:
+        v = g.b.load(g.b.gep(g.bases[lx.storage], [bo], source_etype=mt), typ=mt)
+        g.b.store(v, g.b.gep(g.bases[ls.storage], [so], source_etype=mt))
+    if r.type.size:
+        _indexed(g, op, x, r, op.attrs["axis"], body)
+
+
+@emitter("scatter_add")
+def _scatter_add(g: FnGen, op: Op) -> None:
+    u, r = op.operands[0], op.result
+    if r.type.size == 0:
+        return
+    args = KernelArgs(g)
+    k = fill_kernel(r.shape, g.access(args, g.loc(r), r.dtype), 0)
+    k.nparams = len(args.values)
+    g.launch(k, args)
+    mt = mem_type(r.dtype)
+    lu, lr = g.loc(u), g.loc(r)
+    kind = r.dtype.kind
+
+    def body(so: ir.Value, bo: ir.Value) -> None:
+        b = g.b
+        x = b.load(b.gep(g.bases[lu.storage], [so], source_etype=mt), typ=mt)
+        p = b.gep(g.bases[lr.storage], [bo], source_etype=mt)
+        old = b.load(p, typ=mt)
+        new = b.fadd(old, x) if kind == "f" else b.or_(old, x) if kind == "b" else b.add(old, x)
+        b.store(new, p)
+    if u.type.size:
+        _indexed(g, op, r, u, op.attrs["axis"], body)
+
+
+# -- arg reductions -------------------------------------------------------------------------
+@emitter("argmax", "argmin")
+def _argext(g: FnGen, op: Op) -> None:
+    x, r = op.operands[0], op.result
+    axis, is_max = op.attrs["axis"], op.name == "argmax"
+    lx, lr = g.loc(x), g.loc(r)
+    kept = [a for a in range(x.ndim) if a != axis]
+    mt, kind = mem_type(x.dtype), x.dtype.kind
+
+    def each(at: list[ir.Value]) -> None:
+        b = g.b
+        full = at[:axis] + [i64(0)] + at[axis:]
+        base = linear(b, full, lx.strides, lx.offset)
+        load = lambda i: b.load(b.gep(g.bases[lx.storage],  # noqa: E731
+                                      [b.add(base, b.mul(i, i64(lx.strides[axis])))],
+                                      source_etype=mt), typ=mt)
+        first = load(i64(0))
+
+        def step(i: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
+            best, bi = st
+            v = load(i)
+            better = _better(b, kind, is_max, v, best)
+            return [b.select(better, v, best), b.select(better, i, bi)]
+        _, bi = loop(b, 1, x.shape[axis], 1, [first, i64(0)], step, name="arg")
+        b.store(bi, g.elem_ptr(lr, r.dtype, linear(b, at, lr.strides)))
+    nest(g.b, tuple(x.shape[a] for a in kept), each, name="argo")
+
+
+def _better(b: ir.IRBuilder, kind: str, is_max: bool, v: ir.Value, best: ir.Value) -> ir.Value:
+    """NumPy's rule: the first extreme wins, and the first NaN beats everything."""
+    pred = ">" if is_max else "<"
+    if kind == "f":
+        return b.or_(b.fcmp_ordered(pred, v, best),
+                     b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", best, best)))
+    if kind == "b":
+        return b.icmp_unsigned(pred, v, best)
+    return b.icmp_signed(pred, v, best)
+
+
+# -- guards and calls -----------------------------------------------------------------------
+@emitter("guard")
+def _guard(g: FnGen, op: Op) -> None:
+    x = op.operands[0]
+    b = g.b
+    mt = mem_type(x.dtype)
+    raw = b.load(g.elem_ptr(g.loc(x), x.dtype), typ=mt)
+    ok = _guard_holds(b, x.dtype, raw, op.attrs["kind"], op.attrs["expected"])
+    record = {"kind": "guard", "attrs": {"kind": op.attrs["kind"],
+                                         "expected": _plain(op.attrs["expected"])},
+              "loc": op.loc, "index": g.op_index, "dtype": x.dtype.str}
+    g.fail_if(b.not_(ok), record, raw)
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _guard_holds(b: ir.IRBuilder, dt: np.dtype, raw: ir.Value, kind: str, expected: Any
+                 ) -> ir.Value:
+    """``guard_holds`` of ``yota.ir.ops.misc`` on one loaded element."""
+    k = dt.kind
+    if kind == "bool":
+        truth = (b.fcmp_unordered("!=", raw, ir.Constant(raw.type, 0.0)) if k == "f"
+                 else b.icmp_unsigned("!=", raw, ir.Constant(raw.type, 0)))
+        return b.icmp_unsigned("==", truth, ir.Constant(I1, int(bool(expected))))
+    as_f64 = (b.fpext(raw, F64) if raw.type == F32 else raw if raw.type == F64
+              else b.uitofp(raw, F64) if k == "b" else b.sitofp(raw, F64))
+    if kind == "int":
+        if k == "f":
+            t = b.call(declare(b.module, "llvm.trunc.f64", F64, [F64]), [as_f64])
+            return b.fcmp_ordered("==", t, ir.Constant(F64, float(int(expected))))
+        ext = b.zext(raw, I64) if k == "b" else b.sext(raw, I64) if raw.type != I64 else raw
+        return b.icmp_signed("==", ext, i64(int(expected)))
+    e = float(expected)
+    if e != e:
+        return b.fcmp_unordered("uno", as_f64, as_f64)
+    return b.fcmp_ordered("==", as_f64, ir.Constant(F64, e))
+
+
+@emitter("call")
+def _call(g: FnGen, op: Op) -> None:
+    callee = g.fn.callees[op.attrs["callee"]]
+    llfn, ws = g.mg.function(callee)
+    b = g.b
+    ptrs = [g.elem_ptr(g.operand_loc(g.op_index, k, v), v.dtype)
+            for k, v in enumerate(op.operands)]
+    ptrs += [g.elem_ptr(g.loc(r), r.dtype) for r in op.results]
+    ptrs += [g.scratch(ws), g.status]
+    slots = g.ab.alloca(ir.ArrayType(PTR, len(ptrs)))
+    for k, p in enumerate(ptrs):
+        b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
+    rc = b.call(llfn, [slots])
+    with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+        b.ret(rc)
+
+
+def emit_output_copy(g: FnGen, j: int, v: Value) -> None:
+    dst = Loc(g.lay.out_storage[j], 0, contiguous_strides(v.shape))
+    g.copy(v.shape, g.loc(v), v.dtype, dst)
+

@@ -1,0 +1,341 @@
+"""Lowering an ``ir.Function`` (and its callees) to ONE LLVM module.
+
+Every IR function becomes ``i32 @yota.fn.NAME(ptr args)`` where ``args`` points to the
+pointers of its inputs, then its outputs, then its workspace and a status block; it
+returns 0, or 1 + the number of the failure record (a guard that does not hold, an
+index out of range) it stopped at, having written the offending value to the status
+block. The top-level function gets an exported wrapper taking those pointers as
+separate arguments, which is what Python calls:
+
+    i32 @yota_main(ptr in0, ..., ptr out0, ..., ptr workspace)
+
+The emitters (``emit.py``) render one op each, from the locations ``layout.py``
+decided; this module holds what they share: the module under construction, pointers,
+kernel launches (single-threaded, or split over threads for large kernels), scratch
+memory and failure exits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import llvmlite.ir as ir
+import numpy as np
+from yota.ir.core import Function, Op, Value
+
+from .kernel import Access, Kernel, build, contiguous_strides, fill_kernel, identity, normalize
+from .layout import Layout, Loc, build_layout
+from .target import Target
+from .types import I8, I32, I64, PTR, declare, i64, mem_type
+
+ENTRY = "yota_main"
+PAR_WORK = 1.5e6  # kernel work (element-operations) above which threads pay off
+PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
+
+
+@dataclass
+class Options:
+    threads: int = 1
+    par_work: float = PAR_WORK
+
+
+@dataclass
+class ModuleGen:
+    """The module being built, shared by the functions lowered into it."""
+
+    target: Target
+    options: Options
+    module: ir.Module = field(default_factory=lambda: ir.Module(name="yota"))
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    functions: dict[str, tuple[ir.Function, int]] = field(default_factory=dict)
+    counter: int = 0
+
+    def __post_init__(self) -> None:
+        self.module.triple = self.target.triple
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        return f"{base}.{self.counter}"
+
+    def kernel(self, k: Kernel) -> ir.Function:
+        return build(k, self.module, self.target, self.fresh("yota.kernel"))
+
+    def function(self, fn: Function) -> tuple[ir.Function, int]:
+        """The LLVM function of IR function ``fn`` and its workspace size in bytes."""
+        if fn.name not in self.functions:
+            self.functions[fn.name] = FnGen(self, fn, f"yota.fn.{fn.name}").run()
+        return self.functions[fn.name]
+
+    def failure(self, record: dict[str, Any]) -> int:
+        self.failures.append(record)
+        return len(self.failures)
+
+
+def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
+    """Lower ``fn`` and everything it calls; adds the exported entry ``yota_main``."""
+    mg = ModuleGen(target, options)
+    main, ws = FnGen(mg, fn, "yota.main").run()
+    nptr = len(fn.inputs) + len(fn.outputs) + 1
+    entry = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * nptr), ENTRY)
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    slots = b.alloca(ir.ArrayType(PTR, nptr + 1))
+    for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
+        b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
+    b.ret(b.call(main, [slots]))
+    mg.ws_bytes = ws  # type: ignore[attr-defined]
+    return mg
+
+
+class FnGen:
+    """The lowering of one IR function."""
+
+    def __init__(self, mg: ModuleGen, fn: Function, name: str) -> None:
+        self.mg, self.fn = mg, fn
+        self.lay: Layout = build_layout(fn, mg.target.blas)
+        self.llfn = ir.Function(mg.module, ir.FunctionType(I32, [PTR]), name)
+        self.llfn.linkage = "internal"
+        self.top = self.llfn.append_basic_block("entry")
+        body = self.llfn.append_basic_block("body")
+        self.ab = ir.IRBuilder(self.top)  # allocas and argument loads
+        self.b = ir.IRBuilder(body)
+        self.scratch_used = 0
+        self.scratch_max = 0
+        self._load_args()
+
+    # -- set-up ---------------------------------------------------------------------
+    def _load_args(self) -> None:
+        fn, ab = self.fn, self.ab
+        n = len(fn.inputs) + len(fn.outputs)
+        slot = [ab.load(ab.gep(self.llfn.args[0], [i64(k)], source_etype=PTR), typ=PTR)
+                for k in range(n + 2)]
+        self.ws, self.status = slot[n], slot[n + 1]
+        self.bases: list[ir.Value] = []
+        for k, st in enumerate(self.lay.storages):
+            if st.kind == "in":
+                self.bases.append(slot[st.index])
+            elif st.kind == "out":
+                self.bases.append(slot[len(fn.inputs) + st.index])
+            elif st.kind == "ws":
+                self.bases.append(ab.gep(self.ws, [i64(st.index)], source_etype=I8))
+            else:
+                self.bases.append(self._global(self.lay.consts[st.index], k))
+
+    def _global(self, data: np.ndarray, k: int) -> ir.GlobalVariable:
+        raw = bytearray(np.ascontiguousarray(data).tobytes())
+        ty = ir.ArrayType(I8, len(raw))
+        g = ir.GlobalVariable(self.mg.module, ty, name=f"{self.llfn.name}.const{k}")
+        g.global_constant = True
+        g.linkage = "private"
+        g.align = 64
+        g.initializer = ir.Constant(ty, raw)
+        return g
+
+    def run(self) -> tuple[ir.Function, int]:
+        from .emit import EMITTERS, emit_output_copy
+
+        for i, op in enumerate(self.fn.ops):
+            self.scratch_used = 0
+            self.op_index = i
+            EMITTERS[op.name](self, op)
+        for j, v in self.lay.out_copies:
+            emit_output_copy(self, j, v)
+        self.b.ret(ir.Constant(I32, 0))
+        self.ab.branch(self.b.function.blocks[1])
+        return self.llfn, self.lay.ws_bytes + self.scratch_max
+
+    # -- pointers and accesses ----------------------------------------------------------
+    def loc(self, v: Value) -> Loc:
+        return self.lay.loc[v]
+
+    def operand_loc(self, op_index: int, k: int, v: Value) -> Loc:
+        """Where op ``op_index`` reads operand ``k``: a contiguous copy if the layout
+        asked for one (made here), else the value's own location."""
+        dst = self.lay.copies.get((op_index, k))
+        if dst is None:
+            return self.loc(v)
+        self.copy(v.shape, self.loc(v), v.dtype, dst)
+        return dst
+
+    def elem_ptr(self, loc: Loc, dtype: np.dtype, extra: ir.Value | int = 0) -> ir.Value:
+        """Pointer to element ``loc.offset + extra`` of ``loc``'s storage."""
+        if loc.storage < 0:
+            return ir.Constant(PTR, None)
+        off: ir.Value = i64(loc.offset)
+        if not (isinstance(extra, int) and extra == 0):
+            off = self.b.add(off, i64(extra) if isinstance(extra, int) else extra)
+        return self.b.gep(self.bases[loc.storage], [off], source_etype=mem_type(dtype))
+
+    def scratch(self, nbytes: int) -> ir.Value:
+        """Workspace bytes that live only while the current op runs."""
+        off = self.lay.ws_bytes + self.scratch_used
+        self.scratch_used += -(-max(nbytes, 1) // 64) * 64
+        self.scratch_max = max(self.scratch_max, self.scratch_used)
+        return self.b.gep(self.ws, [i64(off)], source_etype=I8)
+
+    # -- kernels -------------------------------------------------------------------------
+    def access(self, args: KernelArgs, loc: Loc, dtype: np.dtype,
+               strides: tuple[int, ...] | None = None, offset: int = 0) -> Access:
+        return Access(args.param(loc.storage), loc.offset + offset,
+                      loc.strides if strides is None else strides, np.dtype(dtype))
+
+    def launch(self, k: Kernel, args: KernelArgs) -> None:
+        """Initialize reduction outputs, run the kernel (split over threads when it is
+        large), and combine the threads' partial reductions."""
+        k = normalize(k)
+        if not k.reductions and any(d == 0 for d in k.domain):
+            return
+        params = args.values
+        for kind, _, acc in k.reductions:
+            self._fill_reduction(k, kind, acc, params[acc.param])
+        if any(d == 0 for d in k.domain):
+            return
+        threads = self.mg.options.threads
+        if threads > 1 and k.work() >= self.mg.options.par_work and k.domain[0] > 1:
+            self._parallel(k, params, threads)
+        else:
+            kfn = self.mg.kernel(k)
+            self.b.call(kfn, list(params) + [i64(0), i64(k.domain[0])])
+
+    def _fill_reduction(self, k: Kernel, kind: str, acc: Access, ptr: ir.Value) -> None:
+        kept = [a for a, r in enumerate(k.reduce) if not r]
+        shape = tuple(k.domain[a] for a in kept)
+        dst = Access(0, acc.offset, tuple(acc.strides[a] for a in kept), acc.dtype)
+        fk = normalize(fill_kernel(shape, dst, identity(kind, acc.dtype)))
+        if all(d > 0 for d in fk.domain):
+            self.b.call(self.mg.kernel(fk), [ptr, i64(0), i64(fk.domain[0])])
+
+    def _parallel(self, k: Kernel, params: list[ir.Value], threads: int) -> None:
+        d0 = k.domain[0]
+        align = PAR_ALIGN if len(k.domain) == 1 else 1
+        step = -(-d0 // threads)
+        step = -(-step // align) * align
+        bounds = [(lo, min(lo + step, d0)) for lo in range(0, d0, step)]
+        # threads other than the first reduce over axis 0 into partial buffers
+        private = k.reduce[0] and bool(k.reductions)
+        k2 = k
+        red_params: list[int] = []
+        if private:
+            k2 = Kernel(k.domain, k.reduce, k.nparams + len(k.reductions), k.reads, k.ops,
+                        k.stores, [])
+            for j, (kind, vid, acc) in enumerate(k.reductions):
+                k2.reductions.append((kind, vid, Access(k.nparams + j, acc.offset,
+                                                        acc.strides, acc.dtype)))
+                red_params.append(acc.param)
+        kfn = self.mg.kernel(k2)
+        chunk_params = []
+        partials: list[list[ir.Value]] = []
+        for t in range(len(bounds)):
+            ps = list(params)
+            if private:
+                extra = [params[p] for p in red_params]
+                if t:
+                    extra = [self._partial(k, kind, acc) for kind, _, acc in k.reductions]
+                partials.append(extra)
+                ps += extra
+            chunk_params.append(ps)
+        self._spawn(kfn, chunk_params, bounds)
+        for t in range(1, len(bounds)):
+            for (kind, _, acc), p in zip(k.reductions, partials[t] if private else [],
+                                         strict=False):
+                self._combine_partial(k, kind, acc, params[acc.param], p)
+
+    def _partial(self, k: Kernel, kind: str, acc: Access) -> ir.Value:
+        kept = [a for a, r in enumerate(k.reduce) if not r]
+        span = acc.offset + sum((k.domain[a] - 1) * abs(acc.strides[a]) for a in kept) + 1
+        ptr = self.scratch(span * acc.dtype.itemsize)
+        self._fill_reduction(k, kind, acc, ptr)
+        return ptr
+
+    def _combine_partial(self, k: Kernel, kind: str, acc: Access, out: ir.Value,
+                         part: ir.Value) -> None:
+        from .kernel import COMBINE_OP
+
+        kept = [a for a, r in enumerate(k.reduce) if not r]
+        shape = tuple(k.domain[a] for a in kept)
+        st = tuple(acc.strides[a] for a in kept)
+        ck = Kernel(shape, (False,) * len(shape), 2)
+        x = ck.read(Access(0, acc.offset, st, acc.dtype))
+        y = ck.read(Access(1, acc.offset, st, acc.dtype))
+        ck.store(ck.op(COMBINE_OP[kind], (x, y), acc.dtype), Access(0, acc.offset, st, acc.dtype))
+        ck = normalize(ck)
+        self.b.call(self.mg.kernel(ck), [out, part, i64(0), i64(ck.domain[0])])
+
+    def _spawn(self, kfn: ir.Function, chunk_params: list[list[ir.Value]],
+               bounds: list[tuple[int, int]]) -> None:
+        """Run chunk 0 here and the others on new threads (or here, if a thread cannot
+        be created)."""
+        b, ab = self.b, self.ab
+        worker = self._worker(kfn, len(chunk_params[0]))
+        create = declare(self.mg.module, "pthread_create", I32, [PTR, PTR, PTR, PTR])
+        join = declare(self.mg.module, "pthread_join", I32, [I64, PTR])
+        started = []
+        for t in range(1, len(bounds)):
+            ps = chunk_params[t]
+            ctx = ab.alloca(ir.ArrayType(I64, len(ps) + 2))
+            tid = ab.alloca(I64)
+            for j, v in enumerate([b.ptrtoint(p, I64) for p in ps] + [i64(x) for x in bounds[t]]):
+                b.store(v, b.gep(ctx, [i64(0), i64(j)], inbounds=True))
+            rc = b.call(create, [tid, ir.Constant(PTR, None), worker, ctx])
+            started.append((rc, tid, ps, bounds[t]))
+        b.call(kfn, chunk_params[0] + [i64(bounds[0][0]), i64(bounds[0][1])])
+        for rc, tid, ps, (lo, hi) in started:
+            with b.if_else(b.icmp_signed("==", rc, ir.Constant(I32, 0))) as (ok, failed):
+                with ok:
+                    b.call(join, [b.load(tid, typ=I64), ir.Constant(PTR, None)])
+                with failed:
+                    b.call(kfn, ps + [i64(lo), i64(hi)])
+
+    def _worker(self, kfn: ir.Function, nparams: int) -> ir.Function:
+        w = ir.Function(self.mg.module, ir.FunctionType(PTR, [PTR]), self.mg.fresh("yota.worker"))
+        w.linkage = "internal"
+        wb = ir.IRBuilder(w.append_basic_block("entry"))
+        vals = [wb.load(wb.gep(w.args[0], [i64(j)], source_etype=I64), typ=I64)
+                for j in range(nparams + 2)]
+        ps = [wb.inttoptr(v, PTR) for v in vals[:nparams]]
+        wb.call(kfn, ps + vals[nparams:])
+        wb.ret(ir.Constant(PTR, None))
+        return w
+
+    def copy(self, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
+        if int(np.prod(shape, dtype=np.int64)) == 0:
+            return
+        args = KernelArgs(self)
+        k = Kernel(tuple(shape), (False,) * len(shape), 0)
+        k.store(k.read(self.access(args, src, dtype)), self.access(args, dst, dtype))
+        k.nparams = len(args.values)
+        self.launch(k, args)
+
+    # -- failures -------------------------------------------------------------------------
+    def fail_if(self, cond: ir.Value, record: dict[str, Any], value: ir.Value) -> None:
+        """If ``cond``, write ``value`` to the status block and return the failure code."""
+        code = self.mg.failure(record)
+        with self.b.if_then(cond, likely=False):
+            self.b.store(value, self.b.gep(self.status, [i64(8)], source_etype=I8))
+            self.b.ret(ir.Constant(I32, code))
+
+
+class KernelArgs:
+    """The pointer parameters of one kernel launch: one per distinct storage."""
+
+    def __init__(self, g: FnGen) -> None:
+        self.g = g
+        self.values: list[ir.Value] = []
+        self.by_storage: dict[int, int] = {}
+
+    def param(self, storage: int) -> int:
+        if storage not in self.by_storage:
+            self.by_storage[storage] = len(self.values)
+            self.values.append(self.g.bases[storage] if storage >= 0
+                               else ir.Constant(PTR, None))
+        return self.by_storage[storage]
+
+    def raw(self, ptr: ir.Value) -> int:
+        self.values.append(ptr)
+        return len(self.values) - 1
+
+
+def dense(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return contiguous_strides(shape)
+
+

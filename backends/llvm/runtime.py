@@ -1,0 +1,183 @@
+"""The Python side of a compiled function: argument checks, output arrays, workspaces,
+and turning failure codes into exceptions.
+
+A call costs a few microseconds: each input is checked through one
+``__array_interface__`` dictionary (dtype, shape, contiguity and address at once;
+anything else takes the slow path, which converts or raises ``SignatureError``), outputs
+are fresh ``np.empty`` arrays the caller owns (or the caller's own ``out=`` arrays), and
+the workspace comes from a pool, so concurrent calls from several threads each get
+their own. ctypes releases the GIL for the duration of the native call.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from yota.ir.errors import GuardFailed, SignatureError, YotaError
+from yota.ir.types import TensorType
+
+from .jit import Loaded, cfunc
+from .target import Target
+
+try:  # the interpreter's own wording, so both backends fail with the same message
+    from yota.ir.interpreter import _guard_message
+except ImportError:  # pragma: no cover
+    def _guard_message(attrs: dict[str, Any], value: Any, loc: str | None) -> str:
+        return f"guard failed at {loc}: expected {attrs['expected']!r}, got {value!r}"
+
+WS_ALIGN = 64
+MAGIC = b"YOTAOBJ1"
+
+
+class IndexOutOfRange(YotaError, IndexError):
+    """A ``gather``/``scatter_add`` index is outside its axis (checked before any access)."""
+
+
+@dataclass
+class Artifact:
+    """Everything needed to run a compiled function in another process: the object code
+    and a JSON description (signature, workspace size, failure records, target)."""
+
+    object_code: bytes
+    meta: dict[str, Any]
+
+    def to_bytes(self) -> bytes:
+        head = json.dumps(self.meta, sort_keys=True).encode()
+        return MAGIC + struct.pack("<Q", len(head)) + head + self.object_code
+
+    @staticmethod
+    def from_bytes(data: bytes) -> Artifact:
+        if data[:8] != MAGIC:
+            raise YotaError("not a Yota object artifact (bad magic)")
+        (n,) = struct.unpack("<Q", data[8:16])
+        meta = json.loads(data[16:16 + n].decode())
+        return Artifact(bytes(data[16 + n:]), meta)
+
+
+class LLVMExecutable:
+    """A function compiled by the ``llvm`` backend; call it with arrays.
+
+    ``exe(*arrays)`` returns the list of outputs; ``exe(*arrays, out=[...])`` writes them
+    into the given C-contiguous arrays instead. ``llvm_ir``/``optimized_ir`` hold the
+    LLVM IR before and after optimization (when compiled in this process) and
+    ``assembly()`` disassembles it.
+    """
+
+    backend = "llvm"
+
+    def __init__(self, artifact: Artifact, loaded: Loaded, target: Target,
+                 fn: Any = None, llvm_ir: str | None = None,
+                 optimized_ir: str | None = None) -> None:
+        meta = artifact.meta
+        self.artifact, self.target, self.fn = artifact, target, fn
+        self.llvm_ir, self.optimized_ir = llvm_ir, optimized_ir
+        self._loaded = loaded  # keeps the engine (and the code) alive
+        self.name: str = meta["name"]
+        self._in = [(tuple(s), np.dtype(d), np.dtype(d).str, np.dtype(d).itemsize)
+                    for s, d in meta["inputs"]]
+        self._out = [(tuple(s), np.dtype(d)) for s, d in meta["outputs"]]
+        self._labels = meta.get("input_labels") or [None] * len(self._in)
+        self._ws_bytes = int(meta["ws_bytes"])
+        self._failures = meta["failures"]
+        self._entry = cfunc(loaded.address, len(self._in) + len(self._out) + 1)
+        self._pool: list[tuple[np.ndarray, int]] = []
+
+    # -- calling --------------------------------------------------------------------
+    def __call__(self, *args: Any, out: Sequence[np.ndarray] | None = None
+                 ) -> list[np.ndarray]:
+        if len(args) != len(self._in):
+            raise SignatureError(f"@{self.name} takes {len(self._in)} inputs, got {len(args)}")
+        ptrs: list[int] = []
+        keep: list[np.ndarray] = []
+        for i, (a, (shape, _, ts, size)) in enumerate(zip(args, self._in, strict=True)):
+            if type(a) is np.ndarray:
+                ai = a.__array_interface__
+                addr = ai["data"][0]
+                if ai["strides"] is None and ai["typestr"] == ts and ai["shape"] == shape \
+                        and not addr % size:
+                    ptrs.append(addr)
+                    continue
+            arr = self._convert(i, a)
+            keep.append(arr)
+            ptrs.append(arr.__array_interface__["data"][0])
+        outs = self._outputs(out, args)
+        for o in outs:
+            ptrs.append(o.__array_interface__["data"][0])
+        pool = self._pool
+        ws = pool.pop() if pool else self._workspace()
+        try:
+            rc = self._entry(*ptrs, ws[1])
+            if rc:
+                self._fail(rc, ws)
+        finally:
+            pool.append(ws)
+        return outs
+
+    def _convert(self, i: int, a: Any) -> np.ndarray:
+        """The slow path: the interpreter's checks and messages, then a contiguous,
+        aligned array of the right dtype (a copy only where needed)."""
+        shape, dt, _, _ = self._in[i]
+        arr = np.asarray(a)
+        name = self._labels[i] or f"input {i}"
+        t = TensorType(dt, shape)
+        if arr.shape != shape:
+            raise SignatureError(f"@{self.name}: {name} should have shape {list(shape)} "
+                                 f"({t}), got {list(arr.shape)}")
+        if arr.dtype != dt and not np.can_cast(arr.dtype, dt, casting="same_kind"):
+            raise SignatureError(f"@{self.name}: {name} should be {t}, got {arr.dtype}")
+        return np.require(arr, dtype=dt, requirements=["C", "A"])
+
+    def _outputs(self, out: Sequence[np.ndarray] | None, args: Sequence[Any]
+                 ) -> list[np.ndarray]:
+        if out is None:
+            return [np.empty(s, d) for s, d in self._out]
+        out = list(out)
+        if len(out) != len(self._out):
+            raise SignatureError(f"@{self.name} has {len(self._out)} outputs, out= gave "
+                                 f"{len(out)}")
+        for j, (o, (s, d)) in enumerate(zip(out, self._out, strict=True)):
+            if not (isinstance(o, np.ndarray) and o.shape == s and o.dtype == d
+                    and o.flags.c_contiguous and o.flags.writeable and o.flags.aligned):
+                raise SignatureError(f"@{self.name}: out[{j}] must be a writeable C-contiguous "
+                                     f"{d} array of shape {list(s)}")
+            others = list(out[:j]) + [a for a in args if isinstance(a, np.ndarray)]
+            if o.size and any(np.may_share_memory(o, x) for x in others):
+                raise SignatureError(f"@{self.name}: out[{j}] overlaps an input or another "
+                                     "output")
+        return out
+
+    def _workspace(self) -> tuple[np.ndarray, int]:
+        buf = np.empty(self._ws_bytes + WS_ALIGN, np.uint8)
+        addr = buf.__array_interface__["data"][0]
+        start = -addr % WS_ALIGN
+        view = buf[start:start + self._ws_bytes]
+        return view, addr + start
+
+    def _fail(self, rc: int, ws: tuple[np.ndarray, int]) -> None:
+        rec = self._failures[rc - 1]
+        if rec["kind"] == "guard":
+            dt = np.dtype(rec["dtype"])
+            value = np.frombuffer(ws[0], dt, count=1, offset=8)[0]
+            raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
+                              guard_index=rec["index"])
+        value = int(np.frombuffer(ws[0], np.int64, count=1, offset=8)[0])
+        raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
+                              f"with size {rec['size']}")
+
+    # -- inspection ---------------------------------------------------------------------
+    def assembly(self) -> str:
+        """The host assembly of the optimized module."""
+        from .jit import emit_assembly, optimize
+
+        if self.optimized_ir is None:
+            raise YotaError("assembly is only available for functions compiled in this "
+                            "process (a loaded artifact has only object code)")
+        return emit_assembly(optimize(self.optimized_ir, self.target, 0), self.target)
+
+    def __repr__(self) -> str:
+        return f"<LLVMExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} outputs>"
