@@ -27,7 +27,7 @@ import numpy as np
 
 from .loops import loop
 from .target import Target
-from .types import I1, I32, I64, PTR, VOID, const, i64, intrinsic, mem_type, reg_type, vec
+from .types import I1, I32, I64, PTR, VOID, const, i64, intrinsic, mem_type, vec
 from .vecmath import ELEMENTWISE, TRANSCENDENTAL, VCtx
 
 REDUCE_KINDS = ("sum", "prod", "max", "min")

@@ -22,7 +22,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 import numpy as np
-from yota.ir.core import Function, Op, Value
+from yota.ir.core import Function, Value
 
 from .kernel import Access, Kernel, build, contiguous_strides, fill_kernel, identity, normalize
 from .layout import Layout, Loc, build_layout
