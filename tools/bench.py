@@ -28,6 +28,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -620,16 +621,16 @@ def _once(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def measure_limits(quick: bool) -> dict[str, Any]:
+def measure_limits(quick: bool, threads: int) -> dict[str, Any]:
+    """Bandwidth and BLAS rate with as many threads as the systems may use."""
     n = 1 << (21 if quick else 23)  # 3 x 64 MiB in the full run: twice the L3 of these CPUs
-    cores = os.cpu_count() or 1
-    bw1, bwn = triad_bandwidth(n, 1), triad_bandwidth(n, cores)
+    bw = {k: triad_bandwidth(n, k) for k in sorted({1, threads})}
     size = 256 if quick else 1024
     return {
         "triad_array_bytes": 8 * n,
-        "bandwidth_1thread_Bps": bw1,
-        f"bandwidth_{cores}threads_Bps": bwn,
-        "bandwidth_Bps": max(bw1, bwn),
+        "threads": threads,
+        "bandwidth_by_threads_Bps": bw,
+        "bandwidth_Bps": max(bw.values()),
         "gemm_size": size,
         "flops": {"float32": gemm_rate(size, np.float32), "float64": gemm_rate(size, np.float64)},
     }
@@ -757,7 +758,7 @@ def fmt_time(s: float | None) -> str:
 
 
 def fmt_ratio(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3g}×"
+    return "—" if x is None else f"{_num(x)}×"
 
 
 def fmt_mib(b: int | None) -> str:
@@ -782,11 +783,14 @@ def markdown(report: dict[str, Any]) -> str:
              f"{meta['threads']}), `{meta['command']}`.", "",
              f"Machine limits measured in the same run: memory bandwidth "
              f"{lim['bandwidth_Bps'] / 1e9:.3g} GB/s (triad over 3 × "
-             f"{lim['triad_array_bytes'] / 2**20:.0f} MiB arrays, best of 1 and "
-             f"{meta['cores']} threads); BLAS {lim['gemm_size']}³ matrix product "
+             f"{lim['triad_array_bytes'] / 2**20:.0f} MiB arrays, up to {lim['threads']} "
+             f"thread(s)); BLAS {lim['gemm_size']}³ matrix product "
              f"{lim['flops']['float32'] / 1e9:.3g} GFLOP/s float32, "
              f"{lim['flops']['float64'] / 1e9:.3g} GFLOP/s float64.", "",
-             "Median time per value-and-gradient call (× = ratio to the physical bound):", "",
+             f"Load average (1 min) at start and end: {meta['load_start']} and "
+             f"{meta['load_end']}.", "",
+             f"Each cell: median time per value-and-gradient call (its ratio to "
+             f"{_ref_label(report)}, its ratio to the workload's physical bound):", "",
              "| workload | bound | " + " | ".join(systems) + " |",
              "|---|---|" + "---|" * len(systems)]
     for w in report["workloads"]:
@@ -815,7 +819,19 @@ def markdown(report: dict[str, Any]) -> str:
 def _summary_cell(r: dict[str, Any] | None) -> str:
     if r is None or r["median_s"] is None:
         return "—" if r is None else r["status"]
-    return f"{fmt_time(r['median_s'])} ({fmt_ratio(r['ratio_to_bound'])})"
+    return (f"{fmt_time(r['median_s'])} ({_num(r['ratio_to_yota'])}, "
+            f"{_num(r['ratio_to_bound'])})")
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{float(f'{x:.3g}'):,.0f}" if x >= 1000 else f"{x:.3g}"
+
+
+def _ref_label(report: dict[str, Any]) -> str:
+    refs = sorted({w["ratio_reference"] for w in report["workloads"]} - {None})
+    return " / ".join(refs) if refs else "Yota"
 
 
 def _detail_row(w: dict[str, Any], r: dict[str, Any]) -> str:
@@ -932,19 +948,21 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             s.setup()
         except Unavailable as e:
             log(f"{s.name}: skipped: {e}")
+    load_start = _load()
     log("measuring the machine's limits ...")
-    limits = measure_limits(args.quick)
+    limits = measure_limits(args.quick, args.threads or os.cpu_count() or 1)
     results = []
     for w in chosen:
         log(f"{w.name}: {w.desc}")
         t0 = time.perf_counter()
         results.append(run_workload(w, systems, timing, limits, args.seed))
         log(f"  done in {time.perf_counter() - t0:.1f} s")
-    command = "python tools/bench.py" + "".join(f" {a}" for a in (
-        sys.argv[1:] if argv is None else argv))
+    command = shlex.join(["python", "tools/bench.py",
+                          *(sys.argv[1:] if argv is None else argv)])
     report = {"meta": {"date": datetime.date.today().isoformat(), "machine": machine_name(),
                        "cores": os.cpu_count(), "command": command, "quick": args.quick,
                        "threads": args.threads or "library defaults",
+                       "load_start": load_start, "load_end": _load(),
                        "systems": [s.name for s in systems], "versions": versions(systems),
                        "timing": dataclasses.asdict(timing)},
               "limits": limits, "workloads": results}
@@ -959,6 +977,13 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
         with open(args.md, "w") as f:
             f.write(report["markdown"])
     return report
+
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
 
 
 def _jsonable(x: Any) -> Any:
