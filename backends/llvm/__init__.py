@@ -47,7 +47,7 @@ from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
 from .jit import emit_object, load_object, optimize
-from .lower import ENTRY, Options, lower_module
+from .lower import ENTRY, ENTRY_OBJ, Options, lower_module
 from .runtime import Artifact, IndexOutOfRange, LLVMExecutable
 from .target import host
 
@@ -74,7 +74,7 @@ def compile(fn: Function, *, threads: int | None = None, opt_level: int = 3) -> 
         "target": target.key(),
     }
     art = Artifact(obj, meta)
-    return LLVMExecutable(art, load_object(obj, target, ENTRY), target, fn, text, str(mod))
+    return LLVMExecutable(art, load_object(obj, target, [ENTRY, ENTRY_OBJ]), target, fn, text, str(mod))
 
 
 def _options(threads: int | None) -> Options:
@@ -107,7 +107,7 @@ def load(data: bytes | Artifact) -> LLVMExecutable:
     if art.meta.get("target") != target.key():
         raise YotaError("this object code was built for another target or toolchain "
                         f"({art.meta.get('target')}); recompile it")
-    return LLVMExecutable(art, load_object(art.object_code, target, ENTRY), target)
+    return LLVMExecutable(art, load_object(art.object_code, target, [ENTRY, ENTRY_OBJ]), target)
 
 
 def target_key() -> dict[str, Any]:

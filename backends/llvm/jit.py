@@ -42,23 +42,24 @@ def emit_assembly(mod: llvm.ModuleRef, target: Target) -> str:
 
 @dataclass
 class Loaded:
-    """An engine holding loaded code, and the address of one function in it."""
+    """An engine holding loaded code, and the addresses of its entry points."""
 
     engine: llvm.ExecutionEngine
-    address: int
+    addresses: dict[str, int]
 
 
-def load_object(obj: bytes, target: Target, symbol: str) -> Loaded:
+def load_object(obj: bytes, target: Target, symbols: list[str]) -> Loaded:
     """Load object code into a new MCJIT engine; external symbols (BLAS, libmvec,
     libc) resolve by name here."""
     init()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
-    addr = engine.get_function_address(symbol)
-    if not addr:
-        raise RuntimeError(f"symbol {symbol} not found in the object code")
-    return Loaded(engine, addr)
+    addrs = {s: engine.get_function_address(s) for s in symbols}
+    missing = [s for s, a in addrs.items() if not a]
+    if missing:
+        raise RuntimeError(f"symbols {missing} not found in the object code")
+    return Loaded(engine, addrs)
 
 
 def cfunc(addr: int, nargs: int) -> ctypes._CFuncPtr:

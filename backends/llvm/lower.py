@@ -27,9 +27,14 @@ from yota.ir.core import Function, Value
 from .kernel import Access, Kernel, build, contiguous_strides, fill_kernel, identity, normalize
 from .layout import Layout, Loc, build_layout
 from .target import Target
-from .types import I8, I32, I64, PTR, declare, i64, mem_type
+from .types import I1, I8, I32, I64, PTR, declare, i64, mem_type
 
 ENTRY = "yota_main"
+ENTRY_OBJ = "yota_main_arrays"
+# CPython/NumPy ABI facts the array entry relies on (checked at import by the runtime):
+# byte offsets of PyArrayObject's data, nd, dimensions and flags, and the flag bits
+# C_CONTIGUOUS | ALIGNED.
+ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
 PAR_WORK = 1.5e6  # kernel work (element-operations) above which threads pay off
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
 
@@ -83,8 +88,51 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
     for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
         b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
     b.ret(b.call(main, [slots]))
+    _array_entry(mg, fn, entry)
     mg.ws_bytes = ws  # type: ignore[attr-defined]
     return mg
+
+
+def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function) -> None:
+    """``i32 yota_main_arrays(PyArrayObject* in0, ..., out0, ..., ptr workspace)``: reads
+    each array's data pointer itself (cheaper than any way Python has to get it) after
+    checking that an input has the expected shape and is C-contiguous and aligned;
+    returns -(k+1) if input k is not (the caller converts it and calls again)."""
+    n, m = len(fn.inputs), len(fn.outputs)
+    f = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * (n + m + 1)), ENTRY_OBJ)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    field = lambda obj, name, ty: b.load(  # noqa: E731
+        b.gep(obj, [i64(ARRAY_ABI[name])], source_etype=I8), typ=ty)
+    ptrs = []
+    for k, obj in enumerate(f.args[:n + m]):
+        if k < n:
+            _check_array(b, f, obj, fn.inputs[k].shape, field, k)
+        ptrs.append(field(obj, "data", PTR))
+    b.ret(b.call(entry, ptrs + [f.args[-1]]))
+
+
+def _check_array(b: ir.IRBuilder, f: ir.Function, obj: ir.Value, shape: tuple[int, ...],
+                 field: Any, k: int) -> None:
+    bad = f.append_basic_block(f"bad{k}")
+    nd = field(obj, "nd", I32)
+    flags = field(obj, "flags", I32)
+    need = ir.Constant(I32, ARRAY_ABI["need"])
+    ok = b.and_(b.icmp_signed("==", nd, ir.Constant(I32, len(shape))),
+                b.icmp_signed("==", b.and_(flags, need), need))
+    nxt = f.append_basic_block(f"dims{k}")
+    b.cbranch(ok, nxt, bad)
+    b.position_at_end(nxt)
+    if shape:
+        dims = field(obj, "dims", PTR)
+        same = ir.Constant(I1, 1)
+        for a, d in enumerate(shape):
+            got = b.load(b.gep(dims, [i64(a)], source_etype=I64), typ=I64)
+            same = b.and_(same, b.icmp_signed("==", got, i64(d)))
+        nxt = f.append_basic_block(f"ok{k}")
+        b.cbranch(same, nxt, bad)
+        b.position_at_end(nxt)
+    with b.goto_block(bad):
+        b.ret(ir.Constant(I32, -(k + 1)))
 
 
 class FnGen:

@@ -22,6 +22,7 @@ from yota.ir.errors import GuardFailed, SignatureError, YotaError
 from yota.ir.types import TensorType
 
 from .jit import Loaded, cfunc
+from .lower import ARRAY_ABI, ENTRY, ENTRY_OBJ
 from .target import Target
 
 try:  # the interpreter's own wording, so both backends fail with the same message
@@ -32,6 +33,29 @@ except ImportError:  # pragma: no cover
 
 WS_ALIGN = 64
 MAGIC = b"YOTAOBJ1"
+
+
+def _array_abi_ok() -> bool:
+    """Whether NumPy arrays have the field offsets the array entry point reads."""
+    import ctypes
+
+    try:
+        for a in (np.zeros((3, 4)), np.zeros((4, 3)).T, np.zeros(0, np.float32)):
+            base = id(a)
+            data = ctypes.c_void_p.from_address(base + ARRAY_ABI["data"]).value or 0
+            nd = ctypes.c_int.from_address(base + ARRAY_ABI["nd"]).value
+            dims = ctypes.c_void_p.from_address(base + ARRAY_ABI["dims"]).value
+            flags = ctypes.c_int.from_address(base + ARRAY_ABI["flags"]).value
+            shape = tuple((ctypes.c_int64 * nd).from_address(dims)) if nd else ()
+            ok = bool(flags & 1) == a.flags.c_contiguous and bool(flags & 0x100)
+            if data != a.ctypes.data or shape != a.shape or not ok:
+                return False
+        return True
+    except (ValueError, OSError):  # pragma: no cover
+        return False
+
+
+ARRAY_ABI_OK = _array_abi_ok()
 
 
 class IndexOutOfRange(YotaError, IndexError):
@@ -84,45 +108,92 @@ class LLVMExecutable:
         self._labels = meta.get("input_labels") or [None] * len(self._in)
         self._ws_bytes = int(meta["ws_bytes"])
         self._failures = meta["failures"]
-        self._entry = cfunc(loaded.address, len(self._in) + len(self._out) + 1)
+        nargs = len(self._in) + len(self._out) + 1
+        self._entry = cfunc(loaded.addresses[ENTRY], nargs)
+        self._entry_obj = cfunc(loaded.addresses[ENTRY_OBJ], nargs)
+        self._by_object = ARRAY_ABI_OK
         self._pool: list[tuple[np.ndarray, int]] = []
+        self._stub = self._make_stub() if ARRAY_ABI_OK else \
+            (lambda *args, out=None: self._call(args, out))
 
     # -- calling --------------------------------------------------------------------
     def __call__(self, *args: Any, out: Sequence[np.ndarray] | None = None
                  ) -> list[np.ndarray]:
+        return self._stub(*args, out=out)
+
+    def _make_stub(self) -> Any:
+        """A calling stub generated for this signature: the common case (arrays of the
+        right dtypes, no ``out=``) in a few straight lines; anything else, and any
+        nonzero return code, goes to ``_call``."""
+        ins = [f"a{i}" for i in range(len(self._in))]
+        outs = [f"o{j}" for j in range(len(self._out))]
+        ns: dict[str, Any] = {"ndarray": np.ndarray, "empty": np.empty, "pool": self._pool,
+                              "neww": self._workspace, "entry": self._entry_obj,
+                              "general": self._call}
+        for i, (_, dt, _, _) in enumerate(self._in):
+            ns[f"d{i}"] = dt
+        for j, (shape, dt) in enumerate(self._out):
+            ns[f"s{j}"], ns[f"od{j}"] = shape, dt
+        checks = " and ".join(f"type({a}) is ndarray and {a}.dtype is d{i}"
+                              for i, a in enumerate(ins)) or "True"
+        sig = ", ".join(ins + ["*rest", "out=None"])
+        lines = [f"def stub({sig}):",
+                 f"    if out is None and not rest and {checks}:",
+                 *[f"        {o} = empty(s{j}, od{j})" for j, o in enumerate(outs)],
+                 "        ws = pool.pop() if pool else neww()",
+                 f"        rc = entry({', '.join(f'id({x})' for x in ins + outs + [])}"
+                 f"{', ' if ins or outs else ''}ws[1])",
+                 "        pool.append(ws)",
+                 "        if not rc:",
+                 f"            return [{', '.join(outs)}]",
+                 f"    return general(({', '.join(ins)}{',' if len(ins) == 1 else ''}) + rest, out)"]
+        exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
+        return ns["stub"]
+
+    def _call(self, args: Sequence[Any], out: Sequence[np.ndarray] | None = None
+              ) -> list[np.ndarray]:
         if len(args) != len(self._in):
             raise SignatureError(f"@{self.name} takes {len(self._in)} inputs, got {len(args)}")
-        ptrs: list[int] = []
-        keep: list[np.ndarray] = []
-        for i, (a, (shape, _, ts, size)) in enumerate(zip(args, self._in, strict=True)):
-            if type(a) is np.ndarray:
-                ai = a.__array_interface__
-                addr = ai["data"][0]
-                if ai["strides"] is None and ai["typestr"] == ts and ai["shape"] == shape \
-                        and not addr % size:
-                    ptrs.append(addr)
-                    continue
-            arr = self._convert(i, a)
-            keep.append(arr)
-            ptrs.append(arr.__array_interface__["data"][0])
+        arrs = list(args)
+        for i, a in enumerate(arrs):
+            if type(a) is not np.ndarray or a.dtype is not self._in[i][1]:
+                arrs[i] = self._convert(i, a)
         outs = self._outputs(out, args)
-        for o in outs:
-            ptrs.append(o.__array_interface__["data"][0])
         pool = self._pool
         ws = pool.pop() if pool else self._workspace()
         try:
-            rc = self._entry(*ptrs, ws[1])
+            if self._by_object:
+                ids = [id(a) for a in arrs] + [id(o) for o in outs]
+                rc = self._entry_obj(*ids, ws[1])
+                while rc < 0:  # input -rc-1 has another shape, or is not contiguous
+                    k = -rc - 1
+                    arrs[k] = self._convert(k, arrs[k])
+                    ids[k] = id(arrs[k])
+                    rc = self._entry_obj(*ids, ws[1])
+            else:
+                rc = self._entry(*[self._address(i, a) for i, a in enumerate(arrs)],
+                                 *[o.__array_interface__["data"][0] for o in outs], ws[1])
             if rc:
                 self._fail(rc, ws)
         finally:
             pool.append(ws)
         return outs
 
+    def _address(self, i: int, a: np.ndarray) -> int:
+        ai = a.__array_interface__
+        shape, _, ts, size = self._in[i]
+        if ai["strides"] is None and ai["typestr"] == ts and ai["shape"] == shape \
+                and not ai["data"][0] % size:
+            return ai["data"][0]
+        return self._convert(i, a).__array_interface__["data"][0]
+
     def _convert(self, i: int, a: Any) -> np.ndarray:
         """The slow path: the interpreter's checks and messages, then a contiguous,
         aligned array of the right dtype (a copy only where needed)."""
         shape, dt, _, _ = self._in[i]
         arr = np.asarray(a)
+        if arr.dtype is not dt and arr.dtype == dt:
+            arr = arr.view(dt)
         name = self._labels[i] or f"input {i}"
         t = TensorType(dt, shape)
         if arr.shape != shape:
