@@ -204,6 +204,7 @@ def build(k: Kernel, module: ir.Module, target: Target, name: str) -> ir.Functio
     fn = ir.Function(module, fty, name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")  # shared by call sites; keeps the caller small
     for p in fn.args[:k.nparams]:
         p.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))

@@ -17,7 +17,7 @@ memory and failure exits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import llvmlite.ir as ir
@@ -54,6 +54,7 @@ class ModuleGen:
     module: ir.Module = field(default_factory=lambda: ir.Module(name="yota"))
     failures: list[dict[str, Any]] = field(default_factory=list)
     functions: dict[str, tuple[ir.Function, int]] = field(default_factory=dict)
+    kernels: dict[str, ir.Function] = field(default_factory=dict)
     counter: int = 0
 
     def __post_init__(self) -> None:
@@ -64,7 +65,12 @@ class ModuleGen:
         return f"{base}.{self.counter}"
 
     def kernel(self, k: Kernel) -> ir.Function:
-        return build(k, self.module, self.target, self.fresh("yota.kernel"))
+        """The function for kernel ``k``; equal kernels (a loop body repeated by
+        unrolling, say) share one, since pointers are parameters."""
+        key = repr(k)
+        if key not in self.kernels:
+            self.kernels[key] = build(k, self.module, self.target, self.fresh("yota.kernel"))
+        return self.kernels[key]
 
     def function(self, fn: Function) -> tuple[ir.Function, int]:
         """The LLVM function of IR function ``fn`` and its workspace size in bytes."""
@@ -233,7 +239,7 @@ class FnGen:
         k = normalize(k)
         if not k.reductions and any(d == 0 for d in k.domain):
             return
-        params = args.values
+        k, params = self._rebase(k, args.values)
         for kind, _, acc in k.reductions:
             self._fill_reduction(k, kind, acc, params[acc.param])
         if any(d == 0 for d in k.domain):
@@ -244,6 +250,26 @@ class FnGen:
         else:
             kfn = self.mg.kernel(k)
             self.b.call(kfn, list(params) + [i64(0), i64(k.domain[0])])
+
+    def _rebase(self, k: Kernel, params: list[ir.Value]) -> tuple[Kernel, list[ir.Value]]:
+        """Move constant offsets from the accesses into the pointers, so that kernels
+        that differ only in where they start (one per step of an unrolled loop) are the
+        same function."""
+        lows: dict[int, int] = {}
+        for acc in k.accesses():
+            b = acc.offset * acc.dtype.itemsize
+            lows[acc.param] = min(lows.get(acc.param, b), b)
+        if any((a.offset * a.dtype.itemsize - lows[a.param]) % a.dtype.itemsize
+               for a in k.accesses()):
+            return k, params
+        move = lambda a: replace(  # noqa: E731
+            a, offset=(a.offset * a.dtype.itemsize - lows[a.param]) // a.dtype.itemsize)
+        new = [p if not lows.get(j) else self.b.gep(p, [i64(lows[j])], source_etype=I8)
+               for j, p in enumerate(params)]
+        k2 = replace(k, reads=[move(a) for a in k.reads],
+                     stores=[(v, move(a)) for v, a in k.stores],
+                     reductions=[(kd, v, move(a)) for kd, v, a in k.reductions])
+        return k2, new
 
     def _fill_reduction(self, k: Kernel, kind: str, acc: Access, ptr: ir.Value) -> None:
         kept = [a for a, r in enumerate(k.reduce) if not r]
