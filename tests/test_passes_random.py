@@ -11,7 +11,7 @@ import pytest
 from irgen import close_results, random_program, same_results
 from yota.ir import Function, GuardFailed, parse, print_function, run
 from yota.ir.passes import PassContext, optimize
-from yota.ir.passes.fuse import FUSE
+from yota.ir.passes.fuse import CHEAP, FUSE
 
 EXACT = PassContext(reorder_matmul=False)
 
@@ -61,12 +61,15 @@ def _work(fn: Function) -> Counter[str]:
     return Counter(op.name for op in ops if op.name not in ("const", "broadcast", "fused"))
 
 
-def test_fusion_never_computes_anything_twice_or_drops_work() -> None:
-    fused = 0
+def test_fusion_never_duplicates_expensive_ops_or_drops_work() -> None:
+    fused = recomputed = 0
     for seed in range(300):
         fn, _ = random_program(np.random.default_rng(seed))
         before = optimize(fn, ["inline", "simplify", "cse", "dce"])
-        after = FUSE(before)
-        assert _work(after) == _work(before), f"seed {seed}"
-        fused += sum(op.name == "fused" for op in after.ops)
-    assert fused > 100  # the generator gives fusion something to do
+        want, got = _work(before), _work(FUSE(before))
+        for name in want | got:
+            assert got[name] >= want[name], f"seed {seed}: {name} dropped"
+            assert name in CHEAP or got[name] == want[name], f"seed {seed}: {name} twice"
+        recomputed += (got - want).total()
+        fused += sum(op.name == "fused" for op in FUSE(before).ops)
+    assert fused > 100 and recomputed > 0  # the generator gives fusion something to do

@@ -12,12 +12,14 @@ Grouping, in program order:
 - groups of one domain that read the same input are then merged too, so that each
   input is read once.
 
-Nothing is computed twice: ``broadcast`` ops (index arithmetic, free in a kernel) and
-splat constants (a literal) are copied into every kernel that reads them; every other op
-belongs to exactly one group. A member's value that anything outside its group reads (or
-the function returns) is a kernel output, written to memory once. A group whose body
-would hold a single op is left as it is. ``matmul``, ``gather``, shape ops and calls stay
-outside kernels.
+A member's value that anything outside its group reads (or the function returns) is a
+kernel output, written to memory once. ``broadcast`` ops (index arithmetic, free in a
+kernel) and splat constants (a literal) are copied into every kernel that reads them.
+Expensive ops (transcendentals, division...) are never computed twice; a value made by at
+most ``MAX_RECOMPUTE`` cheap ops (``CHEAP``: add, mul, square...) from one value that is
+in memory anyway is recomputed by the kernels that read it instead of being written and
+read back (``1 - h*h`` from ``h``). A kernel whose body would hold a single op is left as
+that op. ``matmul``, ``gather``, shape ops and calls stay outside kernels.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ def member_domain(op: Op) -> tuple[tuple[int, ...], tuple[int, ...] | None] | No
 
 @dataclass
 class Group:
-    members: list[int]
+    members: list[int]  # op indices, sorted
     domain: tuple[int, ...]
     axes: tuple[int, ...] | None
+    outside: set[int] = field(default_factory=set)  # ops outside that read a member
 
     def accepts(self, other: Group) -> bool:
         return self.domain == other.domain and (
@@ -78,7 +81,8 @@ class Grouping:
         return self.groups[g].members if g in self.groups else [g]
 
     def successors(self, g: int) -> set[int]:
-        return {self.group_of[u] for m in self.members(g) for u in self.users[m]} - {g}
+        users = self.groups[g].outside if g in self.groups else self.users[g]
+        return {self.group_of[u] for u in users} - {g}
 
     def creates_cycle(self, gs: set[int]) -> bool:
         """True if merging groups ``gs`` makes a group that depends on itself through
@@ -88,7 +92,7 @@ class Grouping:
         seen: set[int] = set()
         while stack:
             g = stack.pop()
-            if g in seen or min(self.members(g)) > last:
+            if g in seen or self.members(g)[0] > last:
                 continue
             seen.add(g)
             for s in self.successors(g):
@@ -106,6 +110,7 @@ class Grouping:
         gk, gd = self.groups[keep], self.groups.pop(drop)
         gk.members = sorted(gk.members + gd.members)
         gk.axes = gk.axes if gk.axes is not None else gd.axes
+        gk.outside = (gk.outside | gd.outside) - set(gk.members)
         for m in gd.members:
             self.group_of[m] = keep
         return keep
@@ -116,7 +121,7 @@ class Grouping:
             dom = member_domain(op)
             if dom is None:
                 continue
-            self.groups[i] = Group([i], *dom)
+            self.groups[i] = Group([i], *dom, outside=set(self.users[i]))
             g = i
             for v in op.operands:
                 p = self.producer.get(v)
@@ -141,11 +146,80 @@ class Grouping:
         return v
 
 
+# Ops cheap enough to compute again in a second kernel rather than write their result to
+# memory and read it back (no transcendentals, no division).
+CHEAP = frozenset({"add", "sub", "mul", "neg", "abs", "square", "sign", "maximum", "minimum",
+                   "select", "convert", "not", "and", "or", "xor", "eq", "ne", "lt", "le",
+                   "gt", "ge"})
+MAX_RECOMPUTE = 4  # ops a kernel may recompute for one value
+
+
+def recomputed(grouping: Grouping, kernels: set[int], outputs: set[Value]) -> dict[Value, Op]:
+    """Values that kernels recompute from one value materialized anyway, instead of
+    reading them (saving a write and a read), with the ops that compute them.
+
+    A member's result qualifies when every op outside its group that reads it is in
+    a kernel of the same domain (``kernels`` holds their group ids), and at most
+    ``MAX_RECOMPUTE`` cheap ops of its group compute it from a single value that is
+    materialized anyway (an input of the group, or a member result that something other
+    than a kernel reads); constants and broadcasts of them are free.
+    """
+    must = _materialized(grouping, kernels, outputs)
+    out: dict[Value, Op] = {}
+    for g, group in grouping.groups.items():
+        for m in group.members:
+            r = grouping.ops[m].results[0]
+            readers = {grouping.group_of[u] for u in grouping.users[m]} - {g}
+            if r in must or not readers or any(
+                    h not in kernels or grouping.groups[h].domain != group.domain
+                    for h in readers):
+                continue
+            cone = _cheap_cone(grouping, g, r, must)
+            if cone is not None:
+                out.update(cone)
+    return out
+
+
+def _materialized(grouping: Grouping, kernels: set[int], outputs: set[Value]) -> set[Value]:
+    """Member results that must be in memory whatever kernels recompute."""
+    must = set(outputs)
+    for g, group in grouping.groups.items():
+        for m in group.members:
+            if any(grouping.group_of[u] != g and grouping.group_of[u] not in kernels
+                   for u in grouping.users[m]):
+                must.update(grouping.ops[m].results)
+    return must
+
+
+def _cheap_cone(grouping: Grouping, g: int, r: Value,
+                must: set[Value]) -> dict[Value, Op] | None:
+    """The cheap member ops computing ``r`` from one materialized value, or None."""
+    cone: dict[Value, Op] = {}
+    leaves: set[Value] = set()
+    stack = [r]
+    while stack:
+        v = stack.pop()
+        p = grouping.producer.get(v)
+        if v in cone or const_splat(v, grouping.defs) is not None:
+            continue
+        if p is None or grouping.group_of[p] != g or (v is not r and v in must):
+            leaves.add(grouping.root(v))
+            continue
+        op = grouping.ops[p]
+        if op.name not in CHEAP or len(cone) == MAX_RECOMPUTE:
+            return None
+        cone[v] = op
+        stack.extend(op.operands)
+    return cone if len(leaves) <= 1 else None
+
+
 class KernelBuilder:
     """Builds one kernel body from a group's members, and the ``fused`` op calling it."""
 
-    def __init__(self, grouping: Grouping, group: Group) -> None:
+    def __init__(self, grouping: Grouping, group: Group,
+                 recompute: dict[Value, Op] | None = None) -> None:
         self.g, self.group = grouping, group
+        self.recompute = recompute or {}
         self.member_ops = [grouping.ops[m] for m in group.members]
         self.env: dict[Value, Value] = {}
         self.inputs: dict[Value, Value] = {}
@@ -160,6 +234,9 @@ class KernelBuilder:
         splat = const_splat(v, self.g.defs)
         if op is not None and splat is not None:
             new = make_op("const", [], {"value": np.broadcast_to(splat, v.shape)}, op.loc)
+        elif v in self.recompute and op is not None:
+            new = op.replace(operands=[self.operand(w) for w in op.operands],
+                             results=[Value(v.type)])
         elif op is not None and op.name == "broadcast":
             new = make_op("broadcast", [self.input(self.g.root(v))], {"shape": v.shape},
                           op.loc)
@@ -175,9 +252,11 @@ class KernelBuilder:
         return self.inputs[v]
 
     def outputs(self, fn_outputs: set[Value]) -> list[Value]:
+        """Member results read outside the kernel (unless the readers recompute them)."""
         members = set(self.group.members)
         return [r for m in self.group.members for r in self.g.ops[m].results
-                if r in fn_outputs or any(u not in members for u in self.g.users[m])]
+                if r in fn_outputs or r not in self.recompute
+                and any(u not in members for u in self.g.users[m])]
 
     def fill(self) -> KernelBuilder:
         """Copy the members (and what they read) into the body."""
@@ -188,20 +267,25 @@ class KernelBuilder:
             self.body.append(new)
         return self
 
-    def finish(self, name: str, fn_outputs: set[Value]) -> tuple[Op, Function, list[Value]]:
-        """The ``fused`` op, its kernel body, and the member values it outputs."""
+    def finish(self, fn_outputs: set[Value]) -> tuple[Function, list[Value]]:
+        """The kernel body (unnamed; members nothing reads dropped) and the member values
+        it outputs."""
         outs = self.outputs(fn_outputs)
         attrs: dict[str, object] = {"domain": self.group.domain}
         if self.group.axes is not None:
             attrs["reduce_axes"] = self.group.axes
-        body = Function(name, list(self.inputs.values()), self.body,
+        body = Function("", list(self.inputs.values()), self.body,
                         [self.env[v] for v in outs], attrs=attrs)
-        call = make_op("fused", list(self.inputs), {"callee": name}, _loc(self.member_ops),
-                       result_types=[v.type for v in outs])
-        return call, body, outs
+        return dce(body, PassContext()), outs
 
-    def worth_it(self) -> bool:
-        return len([op for op in self.body if op.name != "const"]) >= 2
+    def call(self, body: Function, outs: list[Value]) -> Op:
+        return make_op("fused", list(self.inputs), {"callee": body.name},
+                       _loc(self.member_ops), result_types=[v.type for v in outs])
+
+
+def worth_it(body: Function) -> bool:
+    """A kernel of one op (and constants) is no better than the op."""
+    return sum(op.name != "const" for op in body.ops) >= 2
 
 
 def _loc(ops: list[Op]) -> str | None:
@@ -224,15 +308,19 @@ def fuse(fn: Function, ctx: PassContext) -> Function:
     grouping.grow()
     grouping.merge_siblings()
     names = _fresh_names(set(fn.all_callees()))
+    kernels = {g for g, group in grouping.groups.items() if len(group.members) >= 2}
+    recompute = recomputed(grouping, kernels, set(fn.outputs))
     placed: list[tuple[int, Op]] = []  # (position of the group's first member, op)
     fused: set[int] = set()
     subst: dict[Value, Value] = {}
     callees = dict(fn.callees)
     for group in sorted(grouping.groups.values(), key=lambda g: g.members[0]):
-        kb = KernelBuilder(grouping, group).fill()
-        if not kb.worth_it():
+        kb = KernelBuilder(grouping, group, recompute).fill()
+        body, outs = kb.finish(set(fn.outputs))
+        if not worth_it(body):
             continue
-        call, body, outs = kb.finish(next(names), set(fn.outputs))
+        body = body.replace(name=next(names))
+        call = kb.call(body, outs)
         callees[body.name] = body
         subst.update(zip(outs, call.results, strict=True))
         placed.append((group.members[0], call))
