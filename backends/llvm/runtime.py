@@ -136,17 +136,18 @@ class LLVMExecutable:
             ns[f"s{j}"], ns[f"od{j}"] = shape, dt
         checks = " and ".join(f"type({a}) is ndarray and {a}.dtype is d{i}"
                               for i, a in enumerate(ins)) or "True"
-        sig = ", ".join(ins + ["*rest", "out=None"])
-        lines = [f"def stub({sig}):",
-                 f"    if out is None and not rest and {checks}:",
-                 *[f"        {o} = empty(s{j}, od{j})" for j, o in enumerate(outs)],
-                 "        ws = pool.pop() if pool else neww()",
-                 f"        rc = entry({', '.join(f'id({x})' for x in ins + outs + [])}"
-                 f"{', ' if ins or outs else ''}ws[1])",
-                 "        pool.append(ws)",
-                 "        if not rc:",
-                 f"            return [{', '.join(outs)}]",
-                 f"    return general(({', '.join(ins)}{',' if len(ins) == 1 else ''}) + rest, out)"]
+        unpack = f"        {', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else ""
+        lines = ["def stub(*args, out=None):",
+                 f"    if out is None and len(args) == {len(ins)}:",
+                 unpack,
+                 f"        if {checks}:",
+                 *[f"            {o} = empty(s{j}, od{j})" for j, o in enumerate(outs)],
+                 "            ws = pool.pop() if pool else neww()",
+                 f"            rc = entry({''.join(f'id({x}), ' for x in ins + outs)}ws[1])",
+                 "            pool.append(ws)",
+                 "            if not rc:",
+                 f"                return [{', '.join(outs)}]",
+                 "    return general(args, out)"]
         exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
         return ns["stub"]
 
