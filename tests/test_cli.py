@@ -297,10 +297,14 @@ def test_opt_all_stages_and_errors(tmp_path: Path) -> None:
     assert r.exit_code == 1 and r.stderr.startswith("error: ParseError: line 3")
 
 
-def test_opt_verifies_its_input(tmp_path: Path) -> None:
-    bad = "func @f(%0: f32[3]) -> (f32[3]) {\n  return %1\n}\n"
+def test_opt_verifies_its_input() -> None:
+    bad = ('func @k(%0: f32[3]) -> (f32[3]) {\n  %1 = neg %0 : f32[3]\n  return %1\n}\n\n'
+           'func @f(%0: f32[3]) -> (f32[3]) {\n  %1 = fused %0 {callee = "k"} : f32[3]\n'
+           '  return %1\n}\n')
     r = run("opt", "-", input=bad)
-    assert r.exit_code == 1 and "error:" in r.stderr
+    assert r.exit_code == 1
+    assert r.stderr.startswith("error: the input gives invalid IR: VerifyError: kernel @k")
+    assert ok("opt", "-", "--no-verify", input=bad) == bad
 
 
 def test_passes_lists_the_pipeline() -> None:

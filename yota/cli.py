@@ -340,21 +340,28 @@ def build_stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tupl
 
 def run_passes(fn: Function, names: Sequence[str], *, fast_math: bool = False,
                verify: bool = True) -> list[tuple[str, Function]]:
-    """``[("input", fn), (pass, fn after it), ...]``, each stage verified if asked."""
-    from yota.ir.verifier import verify as verify_fn
-
+    """``[("input", fn), (pass, fn after it), ...]``; with ``verify``, the input is checked
+    before any pass runs and each pass's output after, naming the first that breaks it."""
     stages = [("input", fn)]
+    if verify:
+        _verify_stage("input", fn)
     if names:
         stages = list(_passes_module("opt").optimize(fn, list(names), fast_math=fast_math,
                                                      trace_stages=True))
     if verify:
-        for name, f in stages:
-            try:
-                verify_fn(f)
-            except YotaError as e:
-                what = "the input" if name == "input" else f"pass {name!r}"
-                raise ToolError(f"{what} gives invalid IR: {e}") from e
+        for name, f in stages[1:]:
+            _verify_stage(name, f)
     return stages
+
+
+def _verify_stage(name: str, fn: Function) -> None:
+    from yota.ir.verifier import verify
+
+    try:
+        verify(fn)
+    except YotaError as e:
+        what = "the input" if name == "input" else f"pass {name!r}"
+        raise ToolError(f"{what} gives invalid IR: {type(e).__name__}: {e}") from e
 
 
 def pass_names(text: str) -> list[str]:
