@@ -1,0 +1,77 @@
+"""Differential tests of the llvm backend on random programs (``irgen``), as generated and
+after the default pass pipeline (fusion, batching, memory plan), against the interpreter.
+
+Results must be equal within a tolerance that depends on what the program computes:
+exactly for integer outputs; for floats, ``irgen.close_results``'s tolerance, or a
+float32 one when the program computes anything in float32 (a transcendental one ulp off
+in float32 is 1e-7 relative in a float64 output). Errors (guards that fail, say) must
+be the same error with the same message.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from yota.backends import llvm as native
+from yota.ir import Function, run
+from yota.ir.passes import optimize
+
+sys.path.insert(0, str(Path(__file__).parent))
+import irgen  # noqa: E402
+
+
+def _has_f32(fn: Function) -> bool:
+    fns = [fn, *fn.all_callees().values()]
+    return any(v.dtype == np.float32 for f in fns for op in f.ops for v in op.results)
+
+
+def compare(fn: Function, args: list[np.ndarray]) -> str | None:
+    try:
+        want, werr = run(fn, *args), None
+    except Exception as e:  # noqa: BLE001 - the backend must raise the same
+        want, werr = None, e
+    try:
+        got, gerr = native.compile(fn)(*args), None
+    except Exception as e:  # noqa: BLE001
+        got, gerr = None, e
+    if werr is not None or gerr is not None:
+        if type(werr) is type(gerr) and str(werr) == str(gerr):
+            return None
+        return f"interpreter raised {werr!r}, llvm raised {gerr!r}"
+    assert got is not None and want is not None
+    if not _has_f32(fn):
+        return irgen.close_results(got, want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if g.dtype.kind != "f":
+            if not np.array_equal(g, w):
+                return f"output {i} differs\n{g}\n{w}"
+            continue
+        scale = max(1.0, float(np.max(np.abs(w[np.isfinite(w)]), initial=0)))
+        if not np.allclose(g, w, rtol=1e-4, atol=1e-4 * scale, equal_nan=True):
+            return f"output {i} not close\n{g}\n{w}"
+    return None
+
+
+def _run(seeds: range) -> None:
+    bad = []
+    for seed in seeds:
+        fn, args = irgen.random_program(np.random.default_rng(seed))
+        for label, f in (("raw", fn), ("optimized", optimize(fn))):
+            msg = compare(f, args)
+            if msg:
+                bad.append(f"seed {seed} ({label}): {msg}\n{f}")
+    assert not bad, f"{len(bad)} mismatches; first:\n" + bad[0]
+
+
+@pytest.mark.parametrize("block", range(3))
+def test_random_programs(block: int) -> None:
+    """120 programs (240 compilations) by default; ``-m slow`` runs 1000 more."""
+    _run(range(block * 40, block * 40 + 40))
+
+
+@pytest.mark.slow
+def test_many_random_programs() -> None:
+    _run(range(1000, 2000))
