@@ -20,6 +20,7 @@ its reason. Progress goes to stderr.
 from __future__ import annotations
 
 import argparse
+import atexit
 import concurrent.futures
 import dataclasses
 import datetime
@@ -29,8 +30,10 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 import types
@@ -373,6 +376,11 @@ def prepare_jax(jax: Any, w: Workload, inputs: dict[str, np.ndarray]) -> tuple[S
 
 
 def load_torch() -> Any:
+    """PyTorch, with Inductor's on-disk cache in a fresh directory, so that torch.compile's
+    first call is a cold compile as everyone else's is, not a hit from an earlier run."""
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
+        atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
     import torch
     return torch
 
@@ -799,6 +807,12 @@ def markdown(report: dict[str, Any]) -> str:
         b = w["bound"]
         lines.append(f"| {w['name']} | {fmt_time(b['bound_s'])} ({b['kind']}) | "
                      + " | ".join(cells) + " |")
+    lines += ["", "First call (trace + compile + one run, before any warm-up):", "",
+              "| workload | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
+    for w in report["workloads"]:
+        by = {r["system"]: r for r in w["results"]}
+        cells = [fmt_time(by[s]["first_call_s"]) if s in by else "—" for s in systems]
+        lines.append(f"| {w['name']} | " + " | ".join(cells) + " |")
     lines += ["", "Details (× Yota = system time / Yota time, so above 1 means Yota is faster; "
               "peak memory: tracemalloc for NumPy-based systems, RSS high-water delta for "
               "all, a lower bound):", "",
@@ -920,9 +934,13 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def limit_threads(n: int) -> None:
-    """Thread pools are sized when a library loads, so set the variables and start again."""
+    """Keep the process on n cores (sched_setaffinity, which also sizes thread pools that
+    count usable cores, such as Yota's) and set the libraries' thread variables. Thread
+    pools are sized when a library loads, so start again with them set."""
     if os.environ.get("YOTA_BENCH_THREADS") == str(n):
         return
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n])
     env = dict(os.environ, YOTA_BENCH_THREADS=str(n), **{v: str(n) for v in THREAD_VARS})
     if n == 1:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
