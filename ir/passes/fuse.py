@@ -45,6 +45,9 @@ def member_domain(op: Op) -> tuple[tuple[int, ...], tuple[int, ...] | None] | No
     return (op.result.shape, None) if get_opdef(op.name).elementwise else None
 
 
+SIBLING_TRIES = 4  # groups reading one value: each tries to join the 4 formed last
+
+
 @dataclass
 class Group:
     members: list[int]  # op indices, sorted
@@ -101,11 +104,11 @@ class Grouping:
                 stack.append(s)
         return False
 
-    def try_merge(self, a: int, b: int) -> int:
-        """Merge groups ``a`` and ``b`` if allowed; returns the group ``a`` is now in."""
+    def try_merge(self, a: int, b: int) -> int | None:
+        """Merge groups ``a`` and ``b`` if allowed; returns the merged group or None."""
         ga, gb = self.groups[a], self.groups[b]
         if a == b or not ga.accepts(gb) or self.creates_cycle({a, b}):
-            return a
+            return None
         keep, drop = (a, b) if len(ga.members) >= len(gb.members) else (b, a)
         gk, gd = self.groups[keep], self.groups.pop(drop)
         gk.members = sorted(gk.members + gd.members)
@@ -122,11 +125,10 @@ class Grouping:
             if dom is None:
                 continue
             self.groups[i] = Group([i], *dom, outside=set(self.users[i]))
-            g = i
             for v in op.operands:
                 p = self.producer.get(v)
                 if p is not None and self.group_of[p] in self.groups:
-                    g = self.try_merge(g, self.group_of[p])
+                    self.try_merge(self.group_of[i], self.group_of[p])
 
     def merge_siblings(self) -> None:
         """Merge groups that read the same value (directly or through a broadcast)."""
@@ -136,8 +138,12 @@ class Grouping:
                 for v in self.ops[m].operands:
                     readers.setdefault(self.root(v), []).append(g)
         for gs in readers.values():
-            for other in gs[1:]:
-                self.try_merge(self.group_of[gs[0]], self.group_of[other])
+            heads: list[int] = []  # a member of each group formed so far, latest last
+            for m in dict.fromkeys(gs):
+                near = [h for h in heads if self.group_of[h] != self.group_of[m]]
+                if not any(self.try_merge(self.group_of[h], self.group_of[m]) is not None
+                           for h in near[-SIBLING_TRIES:]):
+                    heads.append(m)
 
     def root(self, v: Value) -> Value:
         """``v`` seen through broadcasts."""
