@@ -8,7 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 from irgen import example_inputs, mlp_loss, random_program, same_results
-from yota.ir import Function, GuardFailed, Value, get_opdef, parse, print_function, run
+from yota.ir import (
+    Function,
+    GuardFailed,
+    Value,
+    get_opdef,
+    make_op,
+    parse,
+    print_function,
+    run,
+)
 from yota.ir.autodiff import vjp
 from yota.ir.passes import MemoryPlan, PassContext, optimize
 from yota.ir.passes.plan_memory import VIEW_OPS
@@ -108,3 +117,10 @@ def test_random_programs_run_correctly_in_their_planned_buffers(chunk: int) -> N
             continue
         assert same_results(want, Arena(g, plan)(*args)) is None, f"seed {seed}"
         assert plan.peak_bytes <= plan.total_bytes and plan.live_bytes <= plan.total_bytes
+
+
+def test_a_pass_that_changes_ops_drops_the_plan() -> None:
+    g, _ = planned(mlp_loss(batch=4, sizes=(6, 5, 3)))
+    assert MemoryPlan.of(optimize(g, ["cse"])) is not None  # nothing changed: kept
+    dead = make_op("neg", [g.inputs[0]])
+    assert MemoryPlan.of(optimize(g.replace(ops=[*g.ops, dead]), ["dce"])) is None

@@ -30,6 +30,8 @@ def splat_scalar(arr: np.ndarray) -> np.ndarray | None:
     first = np.array(arr.flat[0])
     if arr.size == 1 or not any(arr.strides):
         return first
+    if np.array(arr.flat[-1]).tobytes() != first.tobytes():
+        return None
     raw, n = np.ascontiguousarray(arr).tobytes(), arr.dtype.itemsize
     return first if raw == raw[:n] * arr.size else None
 

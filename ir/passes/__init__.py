@@ -33,7 +33,7 @@ from .dce import DCE
 from .fold import FOLD
 from .fuse import FUSE
 from .inline import INLINE
-from .plan_memory import PLAN_MEMORY, MemoryPlan
+from .plan_memory import PLAN_MEMORY, MemoryPlan, without_plan
 from .simplify import SIMPLIFY
 
 PASSES: dict[str, Pass] = {p.name: p for p in [
@@ -85,7 +85,10 @@ def optimize(fn: Function, passes: Sequence[str | Pass] | None = None, *,
     chosen = [_lookup(p) for p in (passes if passes is not None else [n for n, _ in PIPELINE])]
     stages: Stages = [("input", fn)]
     for p in chosen:
-        fn = maybe_verify(p.apply(fn, ctx))
+        out = p.apply(fn, ctx)
+        if out is not fn and p is not PLAN_MEMORY:
+            out = without_plan(out)  # the ops changed: a plan made before is stale
+        fn = maybe_verify(out)
         stages.append((p.name, fn))
     return stages if trace_stages else fn
 

@@ -203,6 +203,13 @@ class _Planner:
                           sum(v.type.nbytes for v in self.needs), self.live_bytes())
 
 
+def without_plan(fn: Function) -> Function:
+    """``fn`` without a memory plan (after a change that makes it stale)."""
+    if not any(a in fn.attrs for a in ATTRS):
+        return fn
+    return fn.replace(attrs={k: v for k, v in fn.attrs.items() if k not in ATTRS})
+
+
 def plan_memory(fn: Function, ctx: PassContext) -> Function:
     plan = _Planner(fn).plan()
     return fn.replace(attrs={**fn.attrs, **plan.to_attrs()})
