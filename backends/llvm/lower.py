@@ -35,7 +35,7 @@ ENTRY_OBJ = "yota_main_arrays"
 # byte offsets of PyArrayObject's data, nd, dimensions and flags, and the flag bits
 # C_CONTIGUOUS | ALIGNED.
 ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
-PAR_WORK = 1.5e6  # kernel work (element-operations) above which threads pay off
+PAR_WORK = 8e6  # kernel work (element-operations) above which threads pay off
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
 
 
