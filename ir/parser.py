@@ -246,7 +246,7 @@ def _parse_op(toks: _Tokens, env: dict[str, Value], funcs: dict[str, Function],
             raise
         raise ParseError(f"line {line}: {e}") from e
     if [r.type for r in op.results] != types:
-        raise ParseError(f"line {line}: '{name}' gives {', '.join(map(str, op.results))}, "
+        raise ParseError(f"line {line}: '{name}' gives {', '.join(str(r.type) for r in op.results)}, "
                          f"but the text says {', '.join(map(str, types))}")
     for n, r in zip(res_names, op.results, strict=True):
         env[n] = r
