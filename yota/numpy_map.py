@@ -50,6 +50,16 @@ def register(name: str, forward: Callable[..., Any], *funcs: Any) -> Callable[..
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:
     """Trace NumPy-level operation ``name`` on ``args``."""
+    return _call(name, args, kwargs, python_op=False)
+
+
+def call_operator(name: str, *args: Any) -> Any:
+    """Trace a Python operator (``+``, ``-x``, ``abs``...): on Python floats it gives a
+    Python float, which stays weak (NEP 50), where the NumPy function gives np.float64."""
+    return _call(name, args, {}, python_op=True)
+
+
+def _call(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], python_op: bool) -> Any:
     entry = TABLE[name]
     try:
         entry.signature.bind(*args, **kwargs)
@@ -63,7 +73,7 @@ def call(name: str, *args: Any, **kwargs: Any) -> Any:
             shown = repr(v) if isinstance(v, (str, int, float)) else "..."
             raise UnsupportedError(f"np.{name}(..., {k}={shown}) at {where()} is not "
                                    f"supported by Yota's tracer: {why}")
-    return record(name, args, kwargs, entry.forward)
+    return record(name, args, kwargs, entry.forward, python_op=python_op)
 
 
 _REFUSED_KWARGS = {
@@ -80,6 +90,8 @@ _REFUSED_KWARGS = {
 def call_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
     if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCE:
+        if len(inputs) == 1:
+            kwargs = {"axis": 0, **kwargs}  # ufunc.reduce reduces axis 0 by default
         return call(_UFUNC_REDUCE[ufunc.__name__], *inputs, **kwargs)
     if method != "__call__":
         raise UnsupportedError(f"np.{ufunc.__name__}.{method} at {where()} is not "
@@ -143,7 +155,7 @@ _UNARY = {
     "reciprocal": "reciprocal", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
     "sinh": "sinh", "cosh": "cosh", "arctan": "arctan", "arcsin": "arcsin",
     "arccos": "arccos", "floor": "floor", "ceil": "ceil", "rint": "round",
-    "logical_not": "not", "isnan": "isnan", "isinf": "isinf", "isfinite": "isfinite",
+    "logical_not": "not",
 }
 _BINARY = {
     "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "power": "pow",
@@ -163,6 +175,21 @@ for _np_name, _ir in _BINARY.items():
 for _np_name, _ir in _COMPARE.items():
     _uf = getattr(np, _np_name)
     register(_np_name, _uf, _uf)(_elementwise(_ir, 2, compare=True))
+
+
+def _predicate(ir_name: str) -> Callable[..., Any]:
+    """isnan/isinf/isfinite: a float operand kept in its own dtype, a bool result."""
+
+    def lower(L: Any, outs: list[TensorType], x: Any, **kw: Any) -> Value:
+        v = L.operand(x, None, outs[0].shape)
+        return L.b.emit(ir_name, v if v.dtype.kind == "f" else L.b.convert_to(v, np.float64))
+
+    return lower
+
+
+for _np_name in ("isnan", "isinf", "isfinite"):
+    _uf = getattr(np, _np_name)
+    register(_np_name, _uf, _uf)(_predicate(_np_name))
 
 
 def _bool_only(ir_name: str, nargs: int) -> Callable[..., Any]:
@@ -282,7 +309,8 @@ def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     for a in axes:
         if not -ndim <= a < max(ndim, 1):
             raise UnsupportedError(f"axis {a} is out of bounds for a {ndim}-d array")
-        out.append(a % ndim if ndim else 0)
+        if ndim:  # NumPy accepts axis 0 or -1 of a 0-d array, reducing nothing
+            out.append(a % ndim)
     return tuple(sorted(set(out)))
 
 
@@ -333,8 +361,8 @@ def _moment(sqrt: bool) -> Callable[..., Any]:
         m = b.div(b.reshape_to(b.sum(x, axes=axes), kshape), b.const(n, o.dtype, kshape))
         d = b.sub(x, b.broadcast_to(m, x.shape))
         ss = _reduce(L, "sum", b.mul(d, d), axes, keepdims, o)
-        v = b.div(ss, b.const(n - (correction if correction is not None else ddof),
-                              o.dtype, o.shape))
+        dof = max(n - (correction if correction is not None else ddof), 0)  # as NumPy
+        v = b.div(ss, b.const(dof, o.dtype, o.shape))
         return b.sqrt(v) if sqrt else v
 
     return lower
@@ -582,7 +610,7 @@ def _binop(name: str, reflected: bool = False) -> Callable[..., Any]:
     def op(self: Tracer, other: Any) -> Any:
         if isinstance(other, str):
             return NotImplemented
-        return call(name, other, self) if reflected else call(name, self, other)
+        return call_operator(name, *((other, self) if reflected else (self, other)))
 
     return op
 
@@ -598,10 +626,10 @@ for _op, _np_name in _OPERATORS.items():
 for _op, _np_name in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
                       ("ge", "greater_equal"), ("eq", "equal"), ("ne", "not_equal")]:
     setattr(Tracer, f"__{_op}__", _binop(_np_name))
-Tracer.__neg__ = lambda self: call("negative", self)  # type: ignore[attr-defined]
-Tracer.__pos__ = lambda self: call("positive", self)  # type: ignore[attr-defined]
-Tracer.__abs__ = lambda self: call("absolute", self)  # type: ignore[attr-defined]
-Tracer.__invert__ = lambda self: call("invert", self)  # type: ignore[attr-defined]
+Tracer.__neg__ = lambda self: call_operator("negative", self)  # type: ignore[attr-defined]
+Tracer.__pos__ = lambda self: call_operator("positive", self)  # type: ignore[attr-defined]
+Tracer.__abs__ = lambda self: call_operator("absolute", self)  # type: ignore[attr-defined]
+Tracer.__invert__ = lambda self: call_operator("invert", self)  # type: ignore[attr-defined]
 Tracer.__getitem__ = _getitem_method  # type: ignore[attr-defined]
 Tracer.reshape = _reshape_method  # type: ignore[attr-defined]
 Tracer.transpose = _transpose_method  # type: ignore[attr-defined]

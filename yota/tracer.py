@@ -363,8 +363,13 @@ def _all_weak(args: Any) -> bool:
 
 
 def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-           forward: Callable[..., Any], extra: Any = None, display: str | None = None) -> Any:
-    """Run ``forward`` on the example values and record it on the tape as ``key``."""
+           forward: Callable[..., Any], extra: Any = None, display: str | None = None,
+           python_op: bool = False) -> Any:
+    """Run ``forward`` on the example values and record it on the tape as ``key``.
+
+    The result is weak (a Python scalar, NEP 50) when every traced input is weak and
+    the operation is a Python operator or returns a Python scalar itself; NumPy
+    functions return strong NumPy scalars (``np.exp(1.0)`` is an ``np.float64``)."""
     ctx = find_context(args, kwargs)
     if ctx is None:
         return forward(*args, **kwargs)
@@ -378,7 +383,8 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         at = loc.describe() if loc is not None else "an unknown place"
         raise OperandError(f"{display or key} at {at}: {e} (operands: "
                            f"{', '.join(_describe(a) for a in args)})") from e
-    weak = _all_weak((args, list(kwargs.values())))
+    weak = _all_weak((args, list(kwargs.values()))) and (
+        python_op or type(value) in (float, int, bool))
     multi = isinstance(value, (list, tuple))
     values = list(value) if multi else [value]
     outs, tracers = [], []
