@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from yota.backends import get_backend
-from yota.ir.errors import GuardFailed, SignatureError
+from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
 from .program import Program, signature
 from .tape import Tape, Var
@@ -53,6 +53,10 @@ def play(tape: Tape, *args: Any) -> Any:
                              "was traced with (structure, static values, dtypes, shapes)")
     fn = tape.to_ir()
     program = Program.build(tape, fn, get_backend("interp").compile(fn))
+    if not program.still_valid():
+        raise TraceError(f"play: an array that {tape.fname} reads from a closure or global "
+                         "was changed in place or rebound after the trace, so the tape is "
+                         "stale; trace again (yota.compile retraces by itself)")
     try:
         outs = program(args)
     except GuardFailed as e:

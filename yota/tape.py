@@ -102,8 +102,9 @@ class Tape:
         tape; the values would keep every activation of the first call alive). Inputs,
         constants and captured arrays stay: replays need them."""
         for e in self.entries:
-            if e.kind in ("call", "getattr", "getitem"):
-                e.value = None
+            struct = e.kind in ("getattr", "getitem") and e.outs[0].type is None
+            if e.kind in ("call", "getattr", "getitem") and not struct:  # a structure
+                e.value = None  # node is part of an input, and the printer shows its type
                 if isinstance(e.extra, tuple):  # a primitive's example arguments
                     e.extra = (e.extra[0], None)
 
