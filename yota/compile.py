@@ -12,7 +12,7 @@ from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
 from .program import Program, signature
 from .tape import Tape, Var
-from .tracer import trace
+from .tracer import rebuild_sequence, trace
 
 
 def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
@@ -25,7 +25,7 @@ def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
         if isinstance(r, dict):
             return {k: build(v) for k, v in r.items()}
         if isinstance(r, (list, tuple)):
-            return type(r)(build(v) for v in r)
+            return rebuild_sequence(r, [build(v) for v in r])
         next(it)
         return r
 

@@ -412,7 +412,10 @@ def _describe(a: Any) -> str:
         if a.dtype in DTYPE_NAMES:
             return str(TensorType(a.dtype, np.shape(a)))
         return f"{a.dtype}{list(np.shape(a))}"
-    return type(a).__name__ if isinstance(a, (list, tuple, dict)) else repr(a)
+    if isinstance(a, (list, tuple)):
+        inner = ", ".join(_describe(v) for v in a)
+        return f"[{inner}]" if isinstance(a, list) else f"({inner})"
+    return type(a).__name__ if isinstance(a, dict) else repr(a)
 
 
 def _normalize_output(v: Any, weak: bool, key: str, loc: Loc | None) -> Any:
@@ -483,21 +486,27 @@ def _result_to_tape(ctx: TraceContext, r: Any) -> Any:
         return r.tape_var
     if isinstance(r, (np.ndarray, np.generic)):
         return ctx.array_var(r)
-    if isinstance(r, (list, tuple)) and not hasattr(type(r), "_fields"):
-        return type(r)(_result_to_tape(ctx, v) for v in r)
+    if isinstance(r, (list, tuple)):
+        return rebuild_sequence(r, [_result_to_tape(ctx, v) for v in r])
     if isinstance(r, dict):
         return {k: _result_to_tape(ctx, v) for k, v in r.items()}
     if isinstance(r, (float, int, bool)) or r is None:
         return r
-    raise TraceError(f"cannot return a {type(r).__name__} from a traced function: return "
-                     "arrays, floats, or tuples/lists/dicts of them")
+    raise TraceError(f"{ctx.tape.fname} (defined at {ctx.tape.loc}) returned a "
+                     f"{type(r).__name__}: a traced function returns arrays, floats, or "
+                     "tuples, NamedTuples, lists and dicts of them")
+
+
+def rebuild_sequence(like: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``items`` in a sequence of ``like``'s type (a list, tuple or NamedTuple)."""
+    return type(like)(*items) if hasattr(type(like), "_fields") else type(like)(items)
 
 
 def _result_value(r: Any) -> Any:
     if isinstance(r, Tracer):
         return r.value
-    if isinstance(r, (list, tuple)) and not hasattr(type(r), "_fields"):
-        return type(r)(_result_value(v) for v in r)
+    if isinstance(r, (list, tuple)):
+        return rebuild_sequence(r, [_result_value(v) for v in r])
     if isinstance(r, dict):
         return {k: _result_value(v) for k, v in r.items()}
     return r
