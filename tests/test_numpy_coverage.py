@@ -139,6 +139,12 @@ UNARY: dict[str, tuple[Callable[..., Any], str]] = {
     "clip": (lambda x: np.clip(x, -0.5, 0.5), "n"),
     "clip_lo": (lambda x: np.clip(x, 0.1, None), "n"),
     "clip_method": (lambda x: x.clip(-1, 1), "n"),
+    "clip_min_kw": (lambda x: np.clip(x, min=0.0), "n"),
+    "clip_max_kw": (lambda x: np.clip(x, max=0.5), "n"),
+    "clip_method_lower": (lambda x: x.clip(-0.5), "n"),
+    "clip_method_upper": (lambda x: x.clip(max=0.5), "n"),
+    "divmod": (lambda x: divmod(x, 1.5), "n"), "rdivmod": (lambda x: divmod(2.0, x), "p"),
+    "np_divmod": (lambda x: np.divmod(x, 0.75), "n"),
     "maximum0": (lambda x: np.maximum(x, 0), "n"), "minimum0": (lambda x: np.minimum(0.0, x), "n"),
     "where": (lambda x: np.where(x > 0, x, 0.0), "n"),
     "where_scalars": (lambda x: np.where(x > 0, 1.0, -1.0), "n"),
@@ -240,6 +246,7 @@ def _reduction_cases(f: Callable[..., Any], nonempty: bool, grid: Any) -> list[A
     return cases
 
 
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:Degrees of freedom")
 @pytest.mark.parametrize("name", sorted(REDUCTIONS) + sorted(METHODS_AND_ALIASES))
 @SETTINGS
 @given(seed=seeds, layout=layouts)
@@ -444,6 +451,9 @@ METHODS: list[tuple[str, Callable[..., Any]]] = [
     ("iter_sum", lambda x: sum(x)), ("loop", _loop_len),
     ("shape_attrs", lambda x: x.reshape(x.shape[1], x.shape[0]) * (x.ndim + x.size)),
     ("dtype_attr", lambda x: np.zeros(x.shape, dtype=x.dtype) + x),
+    ("numpy_int_args", lambda x: np.sum(x.reshape(np.int64(2), -1), axis=np.int64(1))),
+    ("numpy_int_reshape", lambda x: x.reshape(np.int64(12)).transpose(np.int64(0))),
+    ("numpy_int_moveaxis", lambda x: np.moveaxis(x, np.int64(0), np.int32(1))),
     ("tuple_out", lambda x: (x.sum(), x.T)), ("dict_out", lambda x: {"a": x.min(), "b": [x]}),
 ]
 

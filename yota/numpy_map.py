@@ -270,11 +270,28 @@ def _clip(L: Any, outs: list[TensorType], a: Any, a_min: Any = None, a_max: Any 
           out: Any = None, **kw: Any) -> Value:
     o = outs[0]
     x = _operand(L, a, o.dtype, o.shape)
-    if a_min is not None:
-        x = L.b.maximum(x, _operand(L, a_min, o.dtype, o.shape))
-    if a_max is not None:
-        x = L.b.minimum(x, _operand(L, a_max, o.dtype, o.shape))
+    lo = a_min if a_min is not None else kw.get("min")  # NumPy 2.1 added min=, max=
+    hi = a_max if a_max is not None else kw.get("max")
+    if lo is not None:
+        x = L.b.maximum(x, _operand(L, lo, o.dtype, o.shape))
+    if hi is not None:
+        x = L.b.minimum(x, _operand(L, hi, o.dtype, o.shape))
     return x
+
+
+def _clip_method(self: Tracer, min: Any = None, max: Any = None, **kw: Any) -> Any:
+    return call("clip", self, min, max, **kw)  # ndarray.clip: either bound may be left out
+
+
+def _divmod_forward(x: Any, y: Any) -> tuple[Any, Any]:
+    return np.floor_divide(x, y), np.remainder(x, y)
+
+
+@register("divmod", _divmod_forward, np.divmod)
+def _divmod(L: Any, outs: list[TensorType], x: Any, y: Any) -> list[Value]:
+    o = outs[0]
+    a, b = _operand(L, x, o.dtype, o.shape), _operand(L, y, o.dtype, o.shape)
+    return [L.b.floordiv(a, b), L.b.mod(a, b)]
 
 
 def _fill(value: float | None) -> Callable[..., Any]:
@@ -301,10 +318,15 @@ def _astype(L: Any, outs: list[TensorType], x: Any, dtype: Any, copy: bool = Tru
 
 
 # -- reductions -----------------------------------------------------------------------------
+def int_tuple(v: Any) -> tuple[int, ...]:
+    """An axis or shape argument (an int, NumPy integer, or a sequence of them)."""
+    return (int(v),) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+
+
 def norm_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = int_tuple(axis)
     out = []
     for a in axes:
         if not -ndim <= a < max(ndim, 1):
@@ -486,7 +508,7 @@ def _transpose(L: Any, outs: list[TensorType], a: Any, axes: Any = None) -> Valu
     if axes is None or axes == ():
         perm = tuple(range(x.ndim))[::-1]
     else:
-        perm = tuple(ax % x.ndim for ax in (axes if not isinstance(axes, int) else (axes,)))
+        perm = tuple(ax % x.ndim for ax in int_tuple(axes))
     return _perm_lower(L, x, perm)
 
 
@@ -502,8 +524,8 @@ def _swapaxes(L: Any, outs: list[TensorType], a: Any, axis1: int, axis2: int) ->
 @register("moveaxis", np.moveaxis, np.moveaxis)
 def _moveaxis(L: Any, outs: list[TensorType], a: Any, source: Any, destination: Any) -> Value:
     x = L.operand(a, None, None)
-    src = [s % x.ndim for s in ((source,) if isinstance(source, int) else source)]
-    dst = [d % x.ndim for d in ((destination,) if isinstance(destination, int) else destination)]
+    src = [s % x.ndim for s in int_tuple(source)]
+    dst = [d % x.ndim for d in int_tuple(destination)]
     order = [n for n in range(x.ndim) if n not in src]
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
@@ -578,13 +600,13 @@ def _method(name: str) -> Callable[..., Any]:
 
 
 def _reshape_method(self: Tracer, *shape: Any, order: str = "C") -> Any:
-    if len(shape) == 1 and not isinstance(shape[0], int):
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
         shape = tuple(shape[0])
     return call("reshape", self, shape, order=order)
 
 
 def _transpose_method(self: Tracer, *axes: Any) -> Any:
-    if len(axes) == 1 and not isinstance(axes[0], int):
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
         axes = tuple(axes[0]) if axes[0] is not None else ()
     return call("transpose", self, axes or None)
 
@@ -636,6 +658,9 @@ Tracer.transpose = _transpose_method  # type: ignore[attr-defined]
 Tracer.T = property(lambda self: call("transpose", self))  # type: ignore[attr-defined]
 Tracer.mT = property(lambda self: call("swapaxes", self, -1, -2))  # type: ignore[attr-defined]
 Tracer.flatten = lambda self, order="C": call("ravel", self)  # type: ignore[attr-defined]
+Tracer.clip = _clip_method  # type: ignore[attr-defined]
+Tracer.__divmod__ = _binop("divmod")  # type: ignore[attr-defined]
+Tracer.__rdivmod__ = _binop("divmod", reflected=True)  # type: ignore[attr-defined]
 for _m in ("sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "ravel",
-           "squeeze", "swapaxes", "dot", "clip", "astype", "copy", "round"):
+           "squeeze", "swapaxes", "dot", "astype", "copy", "round"):
     setattr(Tracer, _m, _method(_m))

@@ -324,10 +324,14 @@ def find_context(*objs: Any) -> TraceContext | None:
 
 
 def to_tape(ctx: TraceContext, x: Any) -> Any:
-    """Replace tracers by their Vars and arrays by const/captured Vars (lists kept)."""
+    """Replace tracers by their Vars and arrays by const/captured Vars (lists kept).
+
+    NumPy integer and bool scalars stay as they are: like Python ints they are usually
+    axes, sizes or indices, and a lowering reads them as static values."""
     if isinstance(x, Tracer):
         return x.tape_var
-    if isinstance(x, (np.ndarray, np.generic)):
+    if isinstance(x, np.ndarray) or (
+            isinstance(x, np.generic) and not isinstance(x, (np.integer, np.bool_))):
         return ctx.array_var(x)
     if isinstance(x, list):
         return [to_tape(ctx, v) for v in x]
