@@ -244,3 +244,10 @@ def test_locations_point_at_the_source() -> None:
     log_entry = next(e for e in tape.entries if e.fn == "log")
     assert (log_entry.loc.line, log_entry.loc.func) == (start + 3, "mlp")
     assert "np.log(np.sum(np.exp(logits)" in log_entry.loc.source_line()
+
+
+def test_every_entry_prints_on_one_line() -> None:
+    _, tape = yota.trace(lambda x: x @ np.eye(2) + np.full((2, 2, 2), 0.5), np.ones((2, 2)))
+    lines = str(tape).splitlines()
+    assert len(lines) == len(tape.entries) + 2  # the header and the return
+    assert "const(array([[1., 0.], [0., 1.]]))::f64[2,2]" in lines[2]

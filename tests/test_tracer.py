@@ -74,6 +74,19 @@ class PlainLinear:
         self.W, self.b, self.scale = W, b, scale
 
 
+class SlotsLinear:
+    __slots__ = ("W", "b")
+
+    def __init__(self, W: np.ndarray, b: np.ndarray) -> None:
+        self.W, self.b = W, b
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SlotsDataclass:
+    W: np.ndarray
+    b: np.ndarray
+
+
 class NTLinear(NamedTuple):
     W: np.ndarray
     b: np.ndarray
@@ -112,6 +125,8 @@ STRUCTS: dict[str, Callable[[np.random.Generator], Any]] = {
     "frozen_dataclass": lambda r: FrozenLinear(_rand(r, 3, 4), _rand(r, 3)),
     "object": lambda r: PlainLinear(_rand(r, 3, 4), _rand(r, 3), 1.0),
     "namedtuple": lambda r: NTLinear(_rand(r, 3, 4), _rand(r, 3)),
+    "slots_object": lambda r: SlotsLinear(_rand(r, 3, 4), _rand(r, 3)),
+    "slots_dataclass": lambda r: SlotsDataclass(_rand(r, 3, 4), _rand(r, 3)),
 }
 
 

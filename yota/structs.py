@@ -2,7 +2,7 @@
 
 A structure is an array, a Python float (a differentiable 0-d leaf), a static value
 (int, bool, str, None, any other hashable object), or a container of those: dataclasses,
-objects with ``__dict__``, NamedTuples, tuples, lists and dicts.
+objects with ``__dict__`` or ``__slots__``, NamedTuples, tuples, lists and dicts.
 """
 
 from __future__ import annotations
@@ -46,9 +46,23 @@ def children(x: Any) -> list[tuple[Any, Any]] | None:
         return list(enumerate(x))
     if isinstance(x, dict):
         return list(x.items())
-    if hasattr(x, "__dict__") and not isinstance(x, type):
-        return list(vars(x).items())
+    if isinstance(x, type):
+        return None
+    slots = _slot_names(type(x))
+    if hasattr(x, "__dict__") or slots:
+        attrs = vars(x) if hasattr(x, "__dict__") else {}
+        return [(k, getattr(x, k)) for k in slots if hasattr(x, k)] + list(attrs.items())
     return None
+
+
+def _slot_names(cls: type) -> list[str]:
+    """The ``__slots__`` attributes of ``cls`` and its bases (objects without a __dict__)."""
+    names: list[str] = []
+    for c in reversed(cls.__mro__):
+        slots = c.__dict__.get("__slots__", ())
+        names += [n for n in ((slots,) if isinstance(slots, str) else slots)
+                  if n not in ("__dict__", "__weakref__") and n not in names]
+    return names
 
 
 def is_attr_container(x: Any) -> bool:

@@ -27,7 +27,8 @@ def format_static(x: Any) -> str:
     if isinstance(x, type):
         return x.__name__
     if isinstance(x, np.ndarray):
-        return f"array({np.array2string(x, threshold=6, separator=', ')})"
+        text = np.array2string(x, threshold=6, separator=", ", max_line_width=10**6)
+        return f"array({text.replace(chr(10), '')})"  # one line per tape entry
     return repr(x)
 
 
