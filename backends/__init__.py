@@ -12,7 +12,7 @@ from typing import Any
 from yota.ir.errors import YotaError
 
 BACKENDS = {"interp": "yota.backends.interp", "llvm": "yota.backends.llvm"}
-DEFAULT_BACKEND = "interp"
+DEFAULT_BACKEND = "llvm"
 
 
 def get_backend(name: str | None) -> Any:
