@@ -28,13 +28,13 @@ def _has_f32(fn: Function) -> bool:
     return any(v.dtype == np.float32 for f in fns for op in f.ops for v in op.results)
 
 
-def compare(fn: Function, args: list[np.ndarray]) -> str | None:
+def compare(fn: Function, args: list[np.ndarray], **opts: object) -> str | None:
     try:
         want, werr = run(fn, *args), None
     except Exception as e:  # noqa: BLE001 - the backend must raise the same
         want, werr = None, e
     try:
-        got, gerr = native.compile(fn)(*args), None
+        got, gerr = native.compile(fn, **opts)(*args), None  # type: ignore[arg-type]
     except Exception as e:  # noqa: BLE001
         got, gerr = None, e
     if werr is not None or gerr is not None:
@@ -55,12 +55,12 @@ def compare(fn: Function, args: list[np.ndarray]) -> str | None:
     return None
 
 
-def _run(seeds: range) -> None:
+def _run(seeds: range, **opts: object) -> None:
     bad = []
     for seed in seeds:
         fn, args = irgen.random_program(np.random.default_rng(seed))
         for label, f in (("raw", fn), ("optimized", optimize(fn))):
-            msg = compare(f, args)
+            msg = compare(f, args, **opts)
             if msg:
                 bad.append(f"seed {seed} ({label}): {msg}\n{f}")
     assert not bad, f"{len(bad)} mismatches; first:\n" + bad[0]
@@ -70,6 +70,29 @@ def _run(seeds: range) -> None:
 def test_random_programs(block: int) -> None:
     """120 programs (240 compilations) by default; ``-m slow`` runs 1000 more."""
     _run(range(block * 40, block * 40 + 40))
+
+
+def test_random_programs_split_over_threads() -> None:
+    """Every kernel split over 3 threads (partial reductions, uneven chunks)."""
+    _run(range(500, 530), threads=3, par_work=0)
+
+
+def test_large_kernels_split_over_threads() -> None:
+    from yota.ir import Builder, TensorType
+
+    b = Builder("big")
+    x = b.input(TensorType("f32", (1001, 67)))
+    y = b.input(TensorType("f64", (5003,)))
+    e = b.exp(b.neg(b.square(x)))
+    outs = [b.sum(e, axes=(0,)), b.sum(e, axes=(1,)), b.sum(e, axes=(0, 1)), b.max(x, axes=(0,)),
+            b.min(b.transpose(x, perm=(1, 0)), axes=(1,)), b.tanh(y), b.sum(b.tanh(y), axes=(0,)),
+            b.prod(b.convert(b.gt(y, b.const(-3.0, "f64", (5003,))), dtype="i32"), axes=(0,))]
+    fn = b.build(outs)
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((1001, 67)).astype(np.float32), rng.standard_normal(5003)]
+    for threads in (2, 3, 8):
+        assert compare(fn, args, threads=threads, par_work=0) is None
+        assert compare(optimize(fn), args, threads=threads, par_work=0) is None
 
 
 @pytest.mark.slow

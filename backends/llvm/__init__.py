@@ -16,7 +16,7 @@ module, optimized at O3 for the host CPU, and run as machine code.
 
 Public API
 ----------
-``compile(fn, *, threads=None, opt_level=3) -> LLVMExecutable``
+``compile(fn, *, threads=None, par_work=None, opt_level=3) -> LLVMExecutable``
     The backend interface: the executable is called with arrays and returns the list of
     outputs (``exe(*arrays, out=[...])`` writes into caller-provided arrays). It is safe
     to call from several threads at once.
@@ -47,7 +47,7 @@ from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
 from .jit import emit_object, load_object, optimize
-from .lower import ENTRY, ENTRY_OBJ, Options, lower_module
+from .lower import ENTRY, ENTRY_OBJ, PAR_WORK, Options, lower_module
 from .runtime import Artifact, IndexOutOfRange, LLVMExecutable
 from .target import host
 
@@ -55,11 +55,17 @@ __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "LLVM
            "Artifact", "IndexOutOfRange"]
 
 
-def compile(fn: Function, *, threads: int | None = None, opt_level: int = 3) -> LLVMExecutable:
-    """Compile ``fn`` (and its callees and kernels) to native code."""
+def compile(fn: Function, *, threads: int | None = None, par_work: float | None = None,
+            opt_level: int = 3) -> LLVMExecutable:
+    """Compile ``fn`` (and its callees and kernels) to native code.
+
+    ``threads``: the most threads one kernel is split over (default: the cores this
+    process may use, at most 8); ``par_work``: the estimated work (element-operations)
+    above which a kernel is split (default ``PAR_WORK``).
+    """
     target = host()
     maybe_verify(fn)
-    mg = lower_module(fn, target, _options(threads))
+    mg = lower_module(fn, target, _options(threads, par_work))
     text = str(mg.module)
     mod = optimize(text, target, opt_level)
     obj = emit_object(mod, target)
@@ -77,8 +83,9 @@ def compile(fn: Function, *, threads: int | None = None, opt_level: int = 3) -> 
     return LLVMExecutable(art, load_object(obj, target, [ENTRY, ENTRY_OBJ]), target, fn, text, str(mod))
 
 
-def _options(threads: int | None) -> Options:
-    return Options(threads=host().threads if threads is None else max(1, int(threads)))
+def _options(threads: int | None, par_work: float | None = None) -> Options:
+    return Options(threads=host().threads if threads is None else max(1, int(threads)),
+                   par_work=PAR_WORK if par_work is None else float(par_work))
 
 
 def llvm_ir(fn: Function, optimized: bool = False, *, threads: int | None = None) -> str:

@@ -23,7 +23,7 @@ def optimize(text: str, target: Target, level: int = 3) -> llvm.ModuleRef:
     tm = target.machine(level)
     mod.data_layout = str(tm.target_data)
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
-    pto.loop_vectorization = level >= 2
+    pto.loop_vectorization = False  # kernels are vectorized explicitly already
     pto.slp_vectorization = level >= 2
     pto.loop_unrolling = level >= 2
     pb = llvm.create_pass_builder(tm, pto)
