@@ -288,3 +288,23 @@ def test_bench_script_runs_quickly() -> None:
     assert "W2" in r.stdout and "MLP" in r.stdout and "overhead" in r.stdout
 
 
+
+
+# -- output recycling ---------------------------------------------------------------------------
+def test_released_large_outputs_are_recycled_held_ones_never() -> None:
+    from yota.ir import Builder, TensorType
+
+    n = 1 << 19  # 2 MB of float32: recycled
+    b = Builder("big")
+    x = b.input(TensorType("f32", (n,)))
+    exe = native.compile(b.build([b.neg(x), b.sum(x, axes=(0,))]))
+    ones = np.ones(n, np.float32)
+    first = exe(ones)[0]
+    view = exe(2 * ones)[0][::2]  # only a view of the second result is kept
+    third = exe(3 * ones)[0]
+    assert first[0] == -1 and view[0] == -2 and third[0] == -3  # nothing overwritten
+    addr = third.ctypes.data
+    del third
+    fourth = exe(4 * ones)[0]
+    assert fourth[-1] == -4 and fourth.ctypes.data == addr  # released: reused
+    assert first[-1] == -1 and view[-1] == -2

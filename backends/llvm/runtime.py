@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +58,33 @@ def _array_abi_ok() -> bool:
 
 
 ARRAY_ABI_OK = _array_abi_ok()
+
+
+RECYCLE_MIN_BYTES = 1 << 20
+
+
+class Recycler:
+    """Large output arrays handed out before and since released by the caller (nothing
+    but this pool refers to them any more) are handed out again: their old contents are
+    unobservable, and fresh large arrays cost page faults (about 1 ms per 8 MB)."""
+
+    DEPTH = 2  # a caller typically still holds the previous result during a call
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.shape, self.dtype = shape, dtype
+        self.arrays: list[np.ndarray] = []
+        self.lock = threading.Lock()
+
+    def take(self) -> np.ndarray:
+        with self.lock:
+            for a in self.arrays:
+                if sys.getrefcount(a) == 3:  # this list, the loop variable, the argument
+                    return a
+            a = np.empty(self.shape, self.dtype)
+            self.arrays.append(a)  # remember the latest few handed out
+            if len(self.arrays) > self.DEPTH:
+                del self.arrays[0]
+            return a
 
 
 class IndexOutOfRange(YotaError, IndexError):
@@ -113,6 +142,8 @@ class LLVMExecutable:
         self._entry_obj = cfunc(loaded.addresses[ENTRY_OBJ], nargs)
         self._by_object = ARRAY_ABI_OK
         self._pool: list[tuple[np.ndarray, int]] = []
+        self._recycle = {j: Recycler(s, d) for j, (s, d) in enumerate(self._out)
+                         if int(np.prod(s)) * d.itemsize >= RECYCLE_MIN_BYTES}
         self._stub = self._make_stub() if ARRAY_ABI_OK else \
             (lambda *args, out=None: self._call(args, out))
 
@@ -134,6 +165,8 @@ class LLVMExecutable:
             ns[f"d{i}"] = dt
         for j, (shape, dt) in enumerate(self._out):
             ns[f"s{j}"], ns[f"od{j}"] = shape, dt
+            if j in self._recycle:
+                ns[f"take{j}"] = self._recycle[j].take
         checks = " and ".join(f"type({a}) is ndarray and {a}.dtype is d{i}"
                               for i, a in enumerate(ins)) or "True"
         unpack = f"        {', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else ""
@@ -141,7 +174,8 @@ class LLVMExecutable:
                  f"    if out is None and len(args) == {len(ins)}:",
                  unpack,
                  f"        if {checks}:",
-                 *[f"            {o} = empty(s{j}, od{j})" for j, o in enumerate(outs)],
+                 *[f"            {o} = take{j}()" if j in self._recycle else
+                   f"            {o} = empty(s{j}, od{j})" for j, o in enumerate(outs)],
                  "            ws = pool.pop() if pool else neww()",
                  f"            rc = entry({''.join(f'id({x}), ' for x in ins + outs)}ws[1])",
                  "            pool.append(ws)",
@@ -207,7 +241,8 @@ class LLVMExecutable:
     def _outputs(self, out: Sequence[np.ndarray] | None, args: Sequence[Any]
                  ) -> list[np.ndarray]:
         if out is None:
-            return [np.empty(s, d) for s, d in self._out]
+            return [self._recycle[j].take() if j in self._recycle else np.empty(s, d)
+                    for j, (s, d) in enumerate(self._out)]
         out = list(out)
         if len(out) != len(self._out):
             raise SignatureError(f"@{self.name} has {len(self._out)} outputs, out= gave "

@@ -55,7 +55,10 @@ class VCtx:
         return self.b.call(fn, list(xs))
 
 
-Emitter = Callable[[VCtx, list[ir.Value], list[np.dtype], np.dtype, dict[str, Any]], ir.Value]
+Xs = list[ir.Value]
+Dts = list[np.dtype]
+Attrs = dict[str, Any]
+Emitter = Callable[[VCtx, Xs, Dts, np.dtype, Attrs], ir.Value]
 ELEMENTWISE: dict[str, Emitter] = {}
 
 
@@ -162,14 +165,14 @@ def copysign(c: VCtx, mag: ir.Value, sign: ir.Value) -> ir.Value:
 
 # -- unary ------------------------------------------------------------------------------
 @emitter("neg")
-def _neg(c, xs, dts, out, attrs):
+def _neg(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     if _kind(out) == "f":
         return c.b.fneg(xs[0])
     return c.b.sub(c.splat(out, 0), xs[0])
 
 
 @emitter("abs")
-def _abs(c, xs, dts, out, attrs):
+def _abs(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     x = xs[0]
     if _kind(out) == "f":
         return c.intr("llvm.fabs", x)
@@ -177,7 +180,7 @@ def _abs(c, xs, dts, out, attrs):
 
 
 @emitter("sign")
-def _sign(c, xs, dts, out, attrs):
+def _sign(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     x = xs[0]
     z = c.splat(out, 0)
     if _kind(out) == "f":
@@ -191,58 +194,58 @@ def _sign(c, xs, dts, out, attrs):
 
 
 @emitter("square")
-def _square(c, xs, dts, out, attrs):
+def _square(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.b.fmul(xs[0], xs[0]) if _kind(out) == "f" else c.b.mul(xs[0], xs[0])
 
 
 @emitter("sqrt")
-def _sqrt(c, xs, dts, out, attrs):
+def _sqrt(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.intr("llvm.sqrt", xs[0])
 
 
 @emitter("reciprocal")
-def _reciprocal(c, xs, dts, out, attrs):
+def _reciprocal(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.b.fdiv(c.splat(out, 1.0), xs[0])
 
 
 @emitter("floor")
-def _floor(c, xs, dts, out, attrs):
+def _floor(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.intr("llvm.floor", xs[0])
 
 
 @emitter("ceil")
-def _ceil(c, xs, dts, out, attrs):
+def _ceil(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.intr("llvm.ceil", xs[0])
 
 
 @emitter("round")
-def _round(c, xs, dts, out, attrs):
+def _round(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.intr("llvm.roundeven", xs[0])  # np.rint: half to even
 
 
 @emitter("isnan")
-def _isnan(c, xs, dts, out, attrs):
+def _isnan(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return isnan(c, xs[0])
 
 
 @emitter("isinf")
-def _isinf(c, xs, dts, out, attrs):
+def _isinf(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return fcmp(c, "==", c.intr("llvm.fabs", xs[0]), c.splat(dts[0], float("inf")))
 
 
 @emitter("isfinite")
-def _isfinite(c, xs, dts, out, attrs):
+def _isfinite(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return fcmp(c, "!=", c.intr("llvm.fabs", xs[0]), c.splat(dts[0], float("inf")))
 
 
 @emitter("not")
-def _not(c, xs, dts, out, attrs):
+def _not(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.b.xor(xs[0], c.splat(out, 1))
 
 
 # -- binary -----------------------------------------------------------------------------
 def _arith(fop: str, iop: str, bop: str | None) -> Emitter:
-    def emit(c, xs, dts, out, attrs):
+    def emit(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
         k = _kind(out)
         name = fop if k == "f" else bop if k == "b" else iop
         return getattr(c.b, name)(xs[0], xs[1])
@@ -259,7 +262,7 @@ ELEMENTWISE["xor"] = _arith("xor", "xor", "xor")
 
 
 def _extremum(is_max: bool) -> Emitter:
-    def emit(c, xs, dts, out, attrs):
+    def emit(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
         a, b = xs
         k = _kind(out)
         if k == "b":
@@ -280,7 +283,7 @@ _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 def _compare(op: str) -> Emitter:
     pred = _CMP[op]
 
-    def emit(c, xs, dts, out, attrs):
+    def emit(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
         a, b = xs
         k = _kind(dts[0])
         if k == "f":
@@ -296,7 +299,7 @@ for _op in _CMP:
 
 
 @emitter("select")
-def _select(c, xs, dts, out, attrs):
+def _select(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return c.b.select(xs[0], xs[1], xs[2])
 
 
@@ -342,19 +345,19 @@ def _float_divmod(c: VCtx, a: ir.Value, b: ir.Value, dt: np.dtype) -> tuple[ir.V
 
 
 @emitter("floordiv")
-def _floordiv(c, xs, dts, out, attrs):
+def _floordiv(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     f = _float_divmod if _kind(out) == "f" else _int_divmod
     return f(c, xs[0], xs[1], out)[0]
 
 
 @emitter("mod")
-def _mod(c, xs, dts, out, attrs):
+def _mod(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     f = _float_divmod if _kind(out) == "f" else _int_divmod
     return f(c, xs[0], xs[1], out)[1]
 
 
 @emitter("pow")
-def _pow(c, xs, dts, out, attrs):
+def _pow(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     if _kind(out) == "f":
         return vector_math(c, "pow", xs, out)
     return _int_pow(c, xs[0], xs[1], out)
@@ -397,7 +400,7 @@ def _any(c: VCtx, mask: ir.Value) -> ir.Value:
 
 # -- conversion -------------------------------------------------------------------------
 @emitter("convert")
-def _convert(c, xs, dts, out, attrs):
+def _convert(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
     return convert(c, xs[0], dts[0], out)
 
 
