@@ -435,3 +435,25 @@ def test_primitive_with_static_argument() -> None:
 def test_primitive_outside_a_trace_is_the_function() -> None:
     x = np.arange(3.0)
     np.testing.assert_array_equal(logistic(x), 1 / (1 + np.exp(-x)))
+
+
+@yota.primitive
+def branchy_primitive(x: Any) -> Any:
+    if np.sum(x) > 0:
+        return x * 2.0
+    return -x
+
+
+def test_primitive_with_a_branch_replays_the_traced_branch() -> None:
+    """The callee is the body as traced on the example arguments, however often the tape
+    is replayed (a replay frees the tape's example values)."""
+    f = lambda x: branchy_primitive(x) + 1.0
+    x = np.ones(3)
+    _, tape = yota.trace(f, x)
+    for _ in range(2):
+        assert_tree_equal(yota.play(tape, x * 3), f(x * 3))
+    with pytest.raises(yota.GuardFailed, match=f"{HERE}:{line_of(branchy_primitive, 'if')}"):
+        yota.play(tape, -x)
+    cf = yota.compile(f, x, backend="interp")
+    for arg in (x, -x, x):
+        assert_tree_equal(cf(arg), f(arg))

@@ -72,6 +72,8 @@ def _name_branch(e: GuardFailed, tape: Tape, fn: Any) -> GuardFailed:
         return e
     k = sum(op.name == "guard" for op in ops[:e.guard_index])
     loc = tape.guards[k].loc
+    if loc is not None and f"at {loc}:" not in str(e):  # the guard of a primitive's body
+        return e
     where = loc.describe() if loc is not None else "an unknown line"
     return GuardFailed(f"{tape.fname}: the branch at {where} goes the other way: {e}",
                        guard_index=e.guard_index)

@@ -88,6 +88,7 @@ class Tape:
         self.leaf_vars: list[tuple[int, tuple[Any, ...], Var]] = []  # (arg, path, var)
         self.captured: list[Entry] = []
         self.argnames: list[str] = []
+        self._ir: dict[tuple[Any, ...], Any] = {}
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
         self.nvars += 1
@@ -128,7 +129,12 @@ class Tape:
         calls canonicalized to IR ops (see ``yota.numpy_map``)."""
         from .lowering import tape_to_ir
 
-        return tape_to_ir(self, name)
+        # Lowered once (IR functions are immutable): a primitive's body is traced again
+        # from its example arguments, which release_values drops after the first lowering.
+        key = (name, tuple(self.argnames))
+        if key not in self._ir:
+            self._ir[key] = tape_to_ir(self, name)
+        return self._ir[key]
 
 
 def example_value_type(value: Any) -> TensorType:
