@@ -349,6 +349,10 @@ def index_guard(x: np.ndarray) -> Any:
     return [x[i] for i in range(np.argmax(x))]
 
 
+def slice_guard(x: np.ndarray) -> Any:
+    return x[: np.argmax(x)] * 2.0
+
+
 def test_guard_is_recorded_with_its_line() -> None:
     _, tape = yota.trace(branchy, np.ones(3))
     line = line_of(branchy, "if np.sum")
@@ -361,13 +365,14 @@ def test_guard_is_recorded_with_its_line() -> None:
     (int_guard, np.array([0.0, 2.0, 1.0]), np.array([3.0, 2.0, 1.0])),
     (float_guard, np.array([2.0, 1.0]), np.array([3.0, 1.0])),
     (index_guard, np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.0, 2.0])),
-], ids=["bool", "int", "float", "index"])
+    (slice_guard, np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.0, 2.0])),
+], ids=["bool", "int", "float", "index", "slice"])
 def test_failed_guard(f: Callable[..., Any], ex: np.ndarray, other: np.ndarray) -> None:
     _, tape = yota.trace(f, ex)
     assert_tree_equal(yota.play(tape, ex * 1.0), f(ex))  # same branch: fine
     src = inspect.getsource(f).splitlines()
     guarded = next(s.strip() for s in src if any(k in s for k in ("if ", "int(", "float(",
-                                                                    "range(")))
+                                                                    "range(", "[:")))
     with pytest.raises(yota.GuardFailed) as err:
         yota.play(tape, other)
     msg = str(err.value)
@@ -376,6 +381,8 @@ def test_failed_guard(f: Callable[..., Any], ex: np.ndarray, other: np.ndarray) 
     assert_tree_equal(cf(other), f(other))  # retraced on the failed guard
     assert_tree_equal(cf(ex), f(ex))  # and both branches stay compiled
     assert sum(len(p) for p in cf.programs.values()) == 2
+    guard_ops = [op for op in tape.to_ir().ops if op.name == "guard"]
+    assert len(guard_ops) == len(tape.guards) == 1  # one guard each, recorded once
 
 
 def test_static_arguments_need_no_guard() -> None:

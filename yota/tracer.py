@@ -337,6 +337,9 @@ def to_tape(ctx: TraceContext, x: Any) -> Any:
         return [to_tape(ctx, v) for v in x]
     if isinstance(x, tuple):
         return tuple(to_tape(ctx, v) for v in x)
+    if isinstance(x, slice):  # traced bounds are static: NumPy's __index__ guards them
+        return slice(*(int(v.value) if isinstance(v, Tracer) else v
+                       for v in (x.start, x.stop, x.step)))
     return x
 
 
