@@ -177,6 +177,15 @@ def test_conversion_to_a_plain_array(f: Callable[..., Any]) -> None:
                  f"in {f.__name__}", "@yota.primitive")
 
 
+def to_list(x: np.ndarray) -> Any:
+    return sum(x.tolist())
+
+
+def test_tolist() -> None:
+    msg = trace_error(to_list, np.ones(3), kind=yota.UnsupportedError)
+    assert_names(msg, "tolist()", where(to_list, "return"), "in to_list", "Iterate")
+
+
 def bool_mask(x: np.ndarray) -> Any:
     return np.sum(x[x > 0])
 

@@ -353,6 +353,10 @@ def slice_guard(x: np.ndarray) -> Any:
     return x[: np.argmax(x)] * 2.0
 
 
+def item_guard(x: np.ndarray) -> Any:
+    return x * x.sum().item()
+
+
 def test_guard_is_recorded_with_its_line() -> None:
     _, tape = yota.trace(branchy, np.ones(3))
     line = line_of(branchy, "if np.sum")
@@ -366,13 +370,14 @@ def test_guard_is_recorded_with_its_line() -> None:
     (float_guard, np.array([2.0, 1.0]), np.array([3.0, 1.0])),
     (index_guard, np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.0, 2.0])),
     (slice_guard, np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.0, 2.0])),
-], ids=["bool", "int", "float", "index", "slice"])
+    (item_guard, np.array([0.0, 2.0]), np.array([1.0, 2.0])),
+], ids=["bool", "int", "float", "index", "slice", "item"])
 def test_failed_guard(f: Callable[..., Any], ex: np.ndarray, other: np.ndarray) -> None:
     _, tape = yota.trace(f, ex)
     assert_tree_equal(yota.play(tape, ex * 1.0), f(ex))  # same branch: fine
     src = inspect.getsource(f).splitlines()
     guarded = next(s.strip() for s in src if any(k in s for k in ("if ", "int(", "float(",
-                                                                    "range(", "[:")))
+                                                                    "range(", "[:", ".item()")))
     with pytest.raises(yota.GuardFailed) as err:
         yota.play(tape, other)
     msg = str(err.value)

@@ -243,6 +243,17 @@ class Tracer:
         _forbid_math("float")
         return self._ctx.guard(self, "float", float(self.value))
 
+    def item(self) -> Any:
+        """The Python number, as ``float()``/``int()``/``bool()`` give it: a guard."""
+        value = np.asarray(self.value).item()
+        kind = {bool: "bool", int: "int"}.get(type(value), "float")
+        return self._ctx.guard(self, kind, value)
+
+    def tolist(self) -> Any:
+        raise UnsupportedError(
+            f"tolist() of a traced array at {where()} would turn it into Python numbers "
+            "(constants of the trace). Iterate over the array, or index it, instead")
+
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d traced array")
