@@ -203,6 +203,29 @@ def test_static_fields_are_part_of_the_signature() -> None:
     assert len(cf.programs) == 2
 
 
+class Pair(NamedTuple):
+    a: Any
+    b: Any
+
+
+RESULTS: dict[str, Callable[..., Any]] = {
+    "argument_leaf": lambda m, x: m["W"],
+    "input": lambda m, x: x,
+    "leaf_and_number": lambda m, x: (m["W"], m["s"] * 2.0, 3),
+    "none_inside": lambda m, x: {"a": None, "b": [x * m["s"], None]},
+    "none": lambda m, x: None,
+    "namedtuple": lambda m, x: Pair(np.sum(m["W"]), x.T),
+    "constant_array": lambda m, x: np.arange(3.0),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RESULTS))
+def test_results(kind: str) -> None:
+    rng = np.random.default_rng(2)
+    args = lambda: ({"W": _rand(rng, 2, 3), "s": float(rng.uniform())}, _rand(rng, 3, 2))
+    replays(RESULTS[kind], args(), args())
+
+
 def test_tracer_attributes() -> None:
     seen: dict[str, Any] = {}
 

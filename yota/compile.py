@@ -26,7 +26,8 @@ def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
             return {k: build(v) for k, v in r.items()}
         if isinstance(r, (list, tuple)):
             return rebuild_sequence(r, [build(v) for v in r])
-        next(it)
+        if r is not None:  # a Python number is an output too (None is not)
+            next(it)
         return r
 
     return build(result)

@@ -162,7 +162,11 @@ def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
 
 
 def result_leaves(r: Any) -> list[Any]:
-    if isinstance(r, Var) or r is None or isinstance(r, (int, float, bool)):
+    """The result's leaves that become outputs: traced values and Python numbers (None
+    is kept in the result's structure, not computed)."""
+    if r is None:
+        return []
+    if isinstance(r, Var) or isinstance(r, (int, float, bool)):
         return [r]
     if isinstance(r, dict):
         return [x for v in r.values() for x in result_leaves(v)]
@@ -172,6 +176,4 @@ def result_leaves(r: Any) -> list[Any]:
 def _output(L: Lowering, leaf: Any) -> Value:
     if isinstance(leaf, Var):
         return L.env[leaf]
-    if leaf is None:
-        raise TraceError("a traced function returned None")
     return L.b.const(float(leaf) if isinstance(leaf, float) else leaf)

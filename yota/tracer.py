@@ -479,8 +479,8 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
             result = f(*traced_args)
     finally:
         stack.pop()
+    tape.result = _result_to_tape(ctx, result)  # may read leaves: before leaf_vars
     tape.leaf_vars = [(t._path[0], t._path[1], t._var) for t in ctx.leaves]
-    tape.result = _result_to_tape(ctx, result)
     return _result_value(result), tape
 
 
