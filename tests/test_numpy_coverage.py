@@ -510,6 +510,12 @@ def test_integer_and_bool_inputs() -> None:
         (lambda i: i > 2, (i32,)), (lambda b: np.sum(b), (b,)), (lambda b: b & ~b, (b,)),
         (lambda i, b: np.where(b, i, -i), (i64, b)), (lambda i: np.maximum(i, 2), (i64,)),
         (lambda i: -i // 2 + i % 2, (i64,)), (lambda i: np.abs(i - 3), (i64,)),
+        (lambda b: abs(b), (b,)), (lambda i: np.floor(i) + np.ceil(i), (i32,)),
+        (lambda b: np.ceil(b), (b,)), (lambda i: i**2 + 2**i, (i32,)),
+        (lambda i: np.sqrt(np.abs(i)) + np.mean(i), (i32,)), (lambda i: i @ i, (i64,)),
+        (lambda i, j: np.maximum(i, j.astype(np.float32)), (i32, i64)),
+        (lambda i: np.isnan(i) | np.logical_not(i), (i32,)), (lambda b: b + b * b, (b,)),
+        (lambda b: np.where(b, 1, 0) + b / 2, (b,)), (lambda i: np.full_like(i, 2.7), (i32,)),
     ]
     for f, args in cases:
         new = tuple(a[::-1].copy() for a in args)

@@ -139,7 +139,10 @@ def _operand(L: Any, a: Any, dtype: np.dtype, shape: tuple[int, ...] | None = No
 def _elementwise(ir_name: str, nargs: int, compare: bool = False) -> Callable[..., Any]:
     def lower1(L: Any, outs: list[TensorType], x: Any, **kw: Any) -> Value:
         out = outs[0]
-        return L.b.emit(ir_name, _operand(L, x, out.dtype, out.shape))
+        v = _operand(L, x, out.dtype, out.shape)
+        if out.dtype.kind in _IDENTITY_ON.get(ir_name, ""):
+            return v  # NumPy keeps integers under floor/ceil, bools under abs
+        return L.b.emit(ir_name, v)
 
     def lower2(L: Any, outs: list[TensorType], x: Any, y: Any, **kw: Any) -> Value:
         out = outs[0]
@@ -149,6 +152,7 @@ def _elementwise(ir_name: str, nargs: int, compare: bool = False) -> Callable[..
     return lower1 if nargs == 1 else lower2
 
 
+_IDENTITY_ON = {"floor": "biu", "ceil": "biu", "abs": "b"}
 _UNARY = {
     "negative": "neg", "absolute": "abs", "sign": "sign", "exp": "exp", "expm1": "expm1",
     "log": "log", "log1p": "log1p", "log2": "log2", "sqrt": "sqrt", "square": "square",
