@@ -1,0 +1,129 @@
+"""The CUDA backend: an optimized, fused, memory-planned ``ir.Function`` rendered to CUDA C
+(one module of kernels), compiled by NVRTC to a cubin for the device, and replayed as
+kernel launches, cuBLAS matrix products (CuPy's ``matmul``) and memsets on CuPy's current
+stream. Importing it needs neither CuPy nor a GPU; rendering and NVRTC compilation need
+no GPU either.
+
+    >>> from yota.ir import parse
+    >>> from yota.backends import cuda
+    >>> f = parse('''
+    ... func @f(%0: f32[4]) -> (f32[]) {
+    ...   %1 = exp %0 : f32[4]
+    ...   %2 = sum %1 {axes = [0]} : f32[]
+    ...   return %2
+    ... }''')
+    >>> src = cuda.cuda_source(f)
+    >>> "expf(" in src and "y_block_reduce" in src
+    True
+
+Public API
+----------
+``compile(fn, *, device=None, fast_math=None) -> CudaExecutable``
+    The backend interface: called with CuPy arrays (host arrays are copied over),
+    returns the list of outputs as CuPy arrays the caller owns. ``device`` defaults to
+    the current CUDA device (``CupyDevice``); ``emulate.EmuDevice()`` runs on the CPU.
+``cuda_source(fn, *, config=None) -> str``
+    The module's CUDA C (deterministic: equal IR gives equal text).
+``lower(fn, *, config=None) -> Module``
+    Kernels, per-function steps, constants and failure records, for inspection.
+``compile_cubin(source, arch, *, fast_math=False) -> bytes``
+    NVRTC, source to machine code for ``sm_XX`` (no GPU needed): what a cache stores.
+``check(fn, archs=("sm_80", "sm_90")) -> dict[str, int]``
+    Compile ``fn``'s module for each architecture; cubin sizes by architecture.
+``unavailable() -> str | None``
+    None when a CUDA device can run programs here, else why not.
+``target_key() -> dict``
+    What compiled kernels depend on (arch, NVRTC/driver/CuPy versions, config).
+
+How ops become code: ``layout`` renders the memory plan as storages and views, ``emit``
+is the op -> emitter table, ``kernel`` renders loop kernels (``cexpr``: elementwise ops as
+C expressions), ``special`` renders indexing, arg-reductions and guards, ``lower`` builds
+the module and the steps, ``nvrtc`` compiles, ``runtime`` is the calling side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from yota.ir.core import Function
+from yota.ir.verifier import maybe_verify
+
+from .kernel import Config
+from .lower import Module, lower_module
+from .nvrtc import CudaCompileError, CudaUnavailable, compile_cubin, nvrtc_version
+from .runtime import CudaExecutable, CupyDevice, IndexOutOfRange
+
+__all__ = ["compile", "cuda_source", "lower", "compile_cubin", "check", "unavailable",
+           "target_key", "Config", "CudaExecutable", "CupyDevice", "CudaUnavailable",
+           "CudaCompileError", "IndexOutOfRange", "DEFAULT_ARCHS"]
+
+DEFAULT_ARCHS = ("sm_80", "sm_90")
+_DEVICE: list[Any] = []
+
+
+def _fast(fn: Function, fast_math: bool | None) -> bool:
+    return bool(fn.attrs.get("fast_math", False)) if fast_math is None else fast_math
+
+
+def lower(fn: Function, *, config: Config | None = None) -> Module:
+    """Lower ``fn`` (and its callees) to a module of kernels and steps."""
+    maybe_verify(fn)
+    return lower_module(fn, config or Config(fast_math=_fast(fn, None)))
+
+
+def cuda_source(fn: Function, *, config: Config | None = None) -> str:
+    """The CUDA C module generated for ``fn``."""
+    return lower(fn, config=config).source()
+
+
+def default_device() -> CupyDevice:
+    """The current CUDA device (made once; raises ``CudaUnavailable`` without one)."""
+    if not _DEVICE:
+        _DEVICE.append(CupyDevice())
+    return _DEVICE[0]
+
+
+def compile(fn: Function, *, device: Any = None, fast_math: bool | None = None
+            ) -> CudaExecutable:
+    """Compile ``fn`` for ``device`` (default: the current CUDA device)."""
+    dev = device if device is not None else default_device()
+    cfg = dev.cfg
+    if _fast(fn, fast_math) != cfg.fast_math:
+        from dataclasses import replace
+
+        cfg = replace(cfg, fast_math=_fast(fn, fast_math))
+    mod = lower(fn, config=cfg)
+    return CudaExecutable(mod, dev, fn)
+
+
+def check(fn: Function, archs: Sequence[str] = DEFAULT_ARCHS, *,
+          config: Config | None = None) -> dict[str, int]:
+    """Compile every kernel of ``fn`` with NVRTC for each of ``archs`` (no GPU needed);
+    returns the cubin size per architecture. Raises ``CudaCompileError`` with NVRTC's
+    log if a kernel does not compile."""
+    mod = lower(fn, config=config)
+    src = mod.source()
+    return {a: len(compile_cubin(src, a, fast_math=mod.cfg.fast_math)) for a in archs}
+
+
+def unavailable() -> str | None:
+    """None when programs can run on a CUDA device here, else the reason."""
+    try:
+        default_device()
+    except CudaUnavailable as e:
+        return str(e)
+    return None
+
+
+def target_key() -> dict[str, Any]:
+    return default_device().key()
+
+
+def nvrtc_available() -> str | None:
+    """None when kernels can be compiled here (CuPy + NVRTC), else the reason."""
+    try:
+        nvrtc_version()
+    except CudaUnavailable as e:
+        return str(e)
+    return None

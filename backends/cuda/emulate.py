@@ -1,0 +1,255 @@
+"""A CPU stand-in for a CUDA device, for testing the backend on machines without a GPU.
+
+The generated CUDA C is compiled as C++ by the host compiler (``g++``) against a small
+header that supplies CUDA's built-ins: each block runs as ``blockDim.x`` OS threads
+(``__syncthreads`` is a barrier, warp shuffles exchange through per-warp slots with a
+32-thread barrier, atomics take a lock), blocks run one after another, and ``__shared__``
+variables are statics. Memory is host memory (NumPy arrays), matrix products are NumPy's.
+
+It checks what the backend decides and renders (schedules, index arithmetic, memory plan,
+reductions across warps and blocks, two-stage reductions, failure codes) against the
+interpreter. It does not check what only a GPU shows: CUDA's math library (its ulps),
+the memory model, speed. Use ``EmuDevice(Config(block=64, ...))``: a small block keeps
+thread counts low and still has two warps.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .kernel import Config
+from .nvrtc import CudaUnavailable
+
+HEADER = r"""
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <barrier>
+#include <mutex>
+#include <thread>
+#include <vector>
+struct dim3 { unsigned x = 1, y = 1, z = 1; };
+static thread_local dim3 threadIdx, blockIdx;
+static dim3 blockDim, gridDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __shared__ static
+struct yemu_block {
+  std::barrier<>* bar;
+  std::vector<std::barrier<>*> warps;
+  uint64_t xchg[1024];
+};
+static thread_local yemu_block* yemu_cur;
+static std::mutex yemu_mu;
+static inline void __syncthreads() { yemu_cur->bar->arrive_and_wait(); }
+template <class T> static inline T __shfl_down_sync(unsigned, T v, int d) {
+  const int t = threadIdx.x, lane = t & 31;
+  std::barrier<>* w = yemu_cur->warps[t >> 5];
+  memcpy(&yemu_cur->xchg[t], &v, sizeof(T));
+  w->arrive_and_wait();
+  T r = v;
+  if (lane + d < 32) memcpy(&r, &yemu_cur->xchg[t + d], sizeof(T));
+  w->arrive_and_wait();
+  return r;
+}
+static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
+static inline double __longlong_as_double(long long x) { double f; memcpy(&f, &x, 8); return f; }
+#define __expf expf
+#define __logf logf
+#define __log2f log2f
+#define __sinf sinf
+#define __cosf cosf
+#define __tanf tanf
+#define __powf powf
+template <class T> static inline T atomicAdd(T* p, T v) {
+  std::lock_guard<std::mutex> g(yemu_mu); T o = *p; *p = o + v; return o;
+}
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c,
+                                           unsigned long long v) {
+  std::lock_guard<std::mutex> g(yemu_mu); unsigned long long o = *p; if (o == c) *p = v; return o;
+}
+"""
+
+LAUNCHER = r"""
+typedef uint64_t u64;
+static void yemu_call(void* f, int n, const u64* a) {
+  switch (n) {
+  case 0: ((void (*)())f)(); break;
+  case 1: ((void (*)(u64))f)(a[0]); break;
+  case 2: ((void (*)(u64, u64))f)(a[0], a[1]); break;
+  case 3: ((void (*)(u64, u64, u64))f)(a[0], a[1], a[2]); break;
+  case 4: ((void (*)(u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3]); break;
+  case 5: ((void (*)(u64, u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3], a[4]); break;
+  case 6: ((void (*)(u64, u64, u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3], a[4], a[5]); break;
+  case 7: ((void (*)(u64, u64, u64, u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break;
+  case 8: ((void (*)(u64, u64, u64, u64, u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break;
+  default: {
+    typedef void (*F16)(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64,
+                        u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64);
+    u64 b[32] = {0};
+    for (int i = 0; i < n && i < 32; ++i) b[i] = a[i];
+    ((F16)f)(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15], b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23], b[24], b[25],
+             b[26], b[27], b[28], b[29], b[30], b[31]);
+  }
+  }
+}
+extern "C" int yemu_launch(void* f, int n, const u64* a, unsigned gx, unsigned gy, unsigned gz,
+                           unsigned bx) {
+  gridDim = {gx, gy, gz};
+  blockDim = {bx, 1, 1};
+  for (unsigned z = 0; z < gz; ++z)
+    for (unsigned y = 0; y < gy; ++y)
+      for (unsigned x = 0; x < gx; ++x) {
+        yemu_block blk;
+        std::barrier<> bar(bx);
+        blk.bar = &bar;
+        std::vector<std::barrier<>*> ws;
+        for (unsigned w = 0; w < (bx + 31) / 32; ++w)
+          ws.push_back(new std::barrier<>(bx - 32 * w < 32 ? bx - 32 * w : 32));
+        blk.warps = ws;
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < bx; ++t)
+          ts.emplace_back([&, t] {
+            threadIdx = {t, 0, 0};
+            blockIdx = {x, y, z};
+            yemu_cur = &blk;
+            yemu_call(f, n, a);
+            blk.warps[t >> 5]->arrive_and_drop();
+            bar.arrive_and_drop();
+          });
+        for (auto& th : ts) th.join();
+        for (auto* w : ws) delete w;
+      }
+  return 0;
+}
+"""
+
+
+def emulation_available() -> str | None:
+    """None if the emulator can run here, else why not."""
+    if shutil.which(os.environ.get("CXX", "g++")) is None:
+        return "no C++ compiler (g++) to build the CPU emulation of the kernels"
+    return None
+
+
+class _Lib:
+    def __init__(self, path: str) -> None:
+        self.lib = ctypes.CDLL(path)
+        self.launch = self.lib.yemu_launch
+        self.launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)] \
+            + [ctypes.c_uint] * 4
+        self.addr: dict[str, int] = {}
+
+    def function(self, name: str) -> int:
+        a = self.addr.get(name)
+        if a is None:
+            a = self.addr[name] = ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
+        return a  # type: ignore[return-value]
+
+
+class EmuDevice:
+    """The device interface of ``runtime.CupyDevice``, on the CPU (see the module doc).
+
+    ``max_blocks`` caps a launch's blocks along x (grid-stride loops make any grid
+    correct; a small cap keeps runs fast and exercises the loops)."""
+
+    name = "emulated"
+
+    def __init__(self, cfg: Config | None = None, max_blocks: int = 2,
+                 cache_dir: str | None = None) -> None:
+        reason = emulation_available()
+        if reason:
+            raise CudaUnavailable(reason)
+        self.cfg = cfg or Config(block=64, target_blocks=4, max_grid=4)
+        self.max_blocks = max_blocks
+        self.dir = cache_dir or tempfile.mkdtemp(prefix="yota-emu-")
+        self.libs: list[tuple[set[str], _Lib]] = []
+        self.launches = 0
+
+    def key(self) -> dict[str, Any]:
+        return {"arch": "emulated", "config": self.cfg.key()}
+
+    # -- code -------------------------------------------------------------------------------
+    def build(self, source: str, names: Sequence[str]) -> _Lib:
+        """Compile ``source`` (a module's CUDA C, or several modules' kernels joined)."""
+        text = HEADER + source + LAUNCHER
+        h = hashlib.sha1(text.encode()).hexdigest()[:20]
+        path = os.path.join(self.dir, f"k{h}.so")
+        if not os.path.exists(path):
+            src = os.path.join(self.dir, f"k{h}.cpp")
+            with open(src, "w") as f:
+                f.write(text)
+            cmd = [os.environ.get("CXX", "g++"), "-std=c++20", "-O0", "-shared", "-fPIC",
+                   "-pthread", "-w", "-o", path + ".tmp", src]
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode:
+                raise RuntimeError(f"emulation build failed:\n{res.stderr[-6000:]}")
+            os.replace(path + ".tmp", path)
+        lib = _Lib(path)
+        self.libs.append((set(names), lib))
+        return lib
+
+    def load(self, source: str, names: Sequence[str]) -> Any:
+        for have, lib in self.libs:
+            if set(names) <= have:
+                return lib
+        return self.build(source, names)
+
+    def launch(self, handle: _Lib, name: str, grid: tuple[int, int, int],
+               block: tuple[int, int, int], args: list[int]) -> None:
+        self.launches += 1
+        arr = (ctypes.c_uint64 * max(1, len(args)))(*args)
+        gx = min(grid[0], self.max_blocks)
+        handle.launch(handle.function(name), len(args), arr, gx, grid[1], grid[2], block[0])
+
+    # -- memory -------------------------------------------------------------------------------
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.empty(shape, dtype)
+
+    def address(self, a: np.ndarray) -> int:
+        return int(a.__array_interface__["data"][0])
+
+    def memset(self, addr: int, nbytes: int) -> None:
+        if nbytes:
+            ctypes.memset(addr, 0, nbytes)
+
+    def view(self, addr: int, shape: tuple[int, ...], strides: tuple[int, ...],
+             dtype: np.dtype, owner: Any = None) -> np.ndarray:
+        span = max(1, np.dtype(dtype).itemsize + sum((d - 1) * s for d, s in
+                                                      zip(shape, strides, strict=True) if d))
+        buf = (ctypes.c_char * span).from_address(addr)
+        return np.ndarray(shape, dtype, buffer=buf, strides=strides)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+        np.matmul(a, b, out=out)
+
+    def read(self, addr: int, nbytes: int) -> bytes:
+        return ctypes.string_at(addr, nbytes)
+
+    def upload(self, a: np.ndarray) -> np.ndarray:
+        return np.array(a, copy=True, order="C")
+
+    def synchronize(self) -> None:
+        pass
+
+    def input(self, a: Any) -> np.ndarray:
+        return np.asarray(a)
+
+    def is_array(self, a: Any) -> bool:
+        return type(a) is np.ndarray
+
+    def contiguous(self, a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        return np.ascontiguousarray(a, dtype=dtype)

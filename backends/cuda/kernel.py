@@ -1,0 +1,428 @@
+"""Kernels: a domain (a static index space), how each operand maps onto it (an element
+offset and one stride per domain axis: broadcasting is a zero stride, a transposed or
+sliced view is its strides), an elementwise body, and reductions over some domain axes.
+
+``render`` turns one into CUDA C: pointer parameters (one per storage, already moved to
+the lowest element the kernel touches, so kernels that differ only in where they start
+are one kernel), every shape and stride a compile-time constant, and one of three
+schedules:
+
+- elementwise: a grid-stride loop over the domain's linear index;
+- row reduction (the innermost axis is reduced): blocks walk the kept indices, the
+  threads of a block split the reduced ones and combine with warp shuffles and shared
+  memory (``y_block_reduce``);
+- column reduction (the innermost axis is kept): one thread per kept index, reading
+  consecutive kept indices in consecutive threads (coalesced), looping over the reduced
+  ones.
+
+When the kept indices are too few to fill the device, ``S`` blocks share each one and a
+second-stage kernel combines their partial results. Domain-shaped outputs of a kernel
+that also reduces are written as its elements are visited (each exactly once).
+
+Adjacent axes that every access walks contiguously are merged first (``normalize``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .cexpr import COMBINE, EXPRS, acc_type, convert, ctype, identity, literal
+
+INT32_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Config:
+    """What rendering and launch shapes depend on (part of every cache key)."""
+
+    block: int = 256  # threads per block (a multiple of 32)
+    target_blocks: int = 264  # blocks that fill the device (2 per SM on H100/H200)
+    max_grid: int = 4096  # blocks of a grid-stride launch
+    fast_math: bool = False
+
+    def key(self) -> str:
+        return f"b{self.block}t{self.target_blocks}g{self.max_grid}f{int(self.fast_math)}"
+
+
+@dataclass(frozen=True)
+class Access:
+    """Where elements live: kernel parameter ``param``, element ``offset``, and the
+    element stride along each domain axis."""
+
+    param: int
+    offset: int
+    strides: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Node:
+    """A kernel value: a read (``acc``), a literal (``value``) or an elementwise op."""
+
+    kind: str  # "read" | "const" | "op"
+    dtype: np.dtype
+    name: str = ""
+    args: tuple[int, ...] = ()
+    acc: Access | None = None
+    value: Any = None
+
+
+@dataclass
+class Kernel:
+    domain: tuple[int, ...]
+    reduce: tuple[bool, ...]
+    nodes: list[Node] = field(default_factory=list)
+    stores: list[tuple[int, Access]] = field(default_factory=list)
+    reductions: list[tuple[str, int, Access]] = field(default_factory=list)
+
+    def read(self, acc: Access) -> int:
+        return self._add(Node("read", np.dtype(acc.dtype), acc=acc))
+
+    def const(self, value: Any, dtype: np.dtype) -> int:
+        return self._add(Node("const", np.dtype(dtype), value=value))
+
+    def op(self, name: str, args: tuple[int, ...], dtype: np.dtype) -> int:
+        return self._add(Node("op", np.dtype(dtype), name=name, args=tuple(args)))
+
+    def store(self, vid: int, acc: Access) -> None:
+        self.stores.append((vid, acc))
+
+    def reduction(self, kind: str, vid: int, acc: Access) -> None:
+        self.reductions.append((kind, vid, acc))
+
+    def _add(self, node: Node) -> int:
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def accesses(self) -> list[Access]:
+        return ([n.acc for n in self.nodes if n.acc is not None] + [a for _, a in self.stores]
+                + [a for _, _, a in self.reductions])
+
+    def map_accesses(self, f: Any) -> Kernel:
+        return Kernel(self.domain, self.reduce,
+                      [replace(n, acc=f(n.acc)) if n.acc is not None else n for n in self.nodes],
+                      [(v, f(a)) for v, a in self.stores],
+                      [(k, v, f(a)) for k, v, a in self.reductions])
+
+    def size(self) -> int:
+        return int(np.prod(self.domain, dtype=np.int64))
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, s = [], 1
+    for d in reversed(shape):
+        out.append(s)
+        s *= max(d, 1)
+    return tuple(reversed(out))
+
+
+def normalize(k: Kernel) -> Kernel:
+    """Drop size-1 axes and merge adjacent axes (of one reduce flag) that every access
+    walks as one; a 0-d domain becomes ``(1,)``."""
+    keep = [a for a, d in enumerate(k.domain) if d != 1]
+    dom = [k.domain[a] for a in keep]
+    red = [k.reduce[a] for a in keep]
+    groups: list[list[int]] = []  # positions in ``keep``
+    accs = k.accesses()
+    for j in range(len(dom)):
+        if groups and red[j] == red[groups[-1][-1]] and all(
+                a.strides[keep[groups[-1][-1]]] == a.strides[keep[j]] * dom[j] for a in accs):
+            groups[-1].append(j)
+        else:
+            groups.append([j])
+    new_dom = tuple(int(np.prod([dom[j] for j in g])) for g in groups) or (1,)
+    new_red = tuple(red[g[0]] for g in groups) or (False,)
+
+    def fix(a: Access) -> Access:
+        st = tuple(a.strides[keep[g[-1]]] for g in groups) or (0,)
+        return replace(a, strides=st)
+    out = k.map_accesses(fix)
+    out.domain, out.reduce = new_dom, new_red
+    return out
+
+
+# -- schedules ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Schedule:
+    kind: str  # "elementwise" | "row" | "column"
+    grid: tuple[int, int, int]
+    splits: int  # S: blocks (row) or block rows (column) sharing one kept index
+
+
+def schedule(k: Kernel, cfg: Config) -> Schedule:
+    B = cfg.block
+    if not k.reductions:
+        n = k.size()
+        return Schedule("elementwise", (max(1, min(-(-n // B), cfg.max_grid)), 1, 1), 1)
+    nk = int(np.prod([d for d, r in zip(k.domain, k.reduce, strict=True) if not r]))
+    nr = int(np.prod([d for d, r in zip(k.domain, k.reduce, strict=True) if r]))
+    if k.reduce[-1]:
+        s = 1 if nk >= cfg.target_blocks else max(1, min(-(-cfg.target_blocks // nk),
+                                                         -(-nr // (B * 4)), 1024))
+        return Schedule("row", (max(1, min(nk, cfg.max_grid)), s, 1), s)
+    bx = -(-nk // B)
+    s = 1 if bx >= cfg.target_blocks else max(1, min(-(-cfg.target_blocks // bx),
+                                                     -(-nr // 16), 1024))
+    return Schedule("column", (max(1, min(bx, cfg.max_grid)), s, 1), s)
+
+
+# -- rendering --------------------------------------------------------------------------------------
+@dataclass
+class Params:
+    """The kernel's pointer parameters: C element type and whether it is written."""
+
+    types: dict[int, str] = field(default_factory=dict)
+    written: set[int] = field(default_factory=set)
+
+    def use(self, acc: Access, write: bool = False) -> None:
+        self.types.setdefault(acc.param, ctype(acc.dtype))
+        if write:
+            self.written.add(acc.param)
+
+    def ref(self, acc: Access) -> str:
+        t = ctype(acc.dtype)
+        return f"p{acc.param}" if self.types[acc.param] == t else f"(({t}*)p{acc.param})"
+
+    def signature(self, extra: list[str] = ()) -> str:  # type: ignore[assignment]
+        ps = []
+        for p in sorted(self.types):
+            const = "" if p in self.written else "const "
+            ps.append(f"{const}{self.types[p]}* __restrict__ p{p}")
+        return ", ".join(ps + list(extra))
+
+
+def index_type(k: Kernel) -> str:
+    """``int`` when every index and offset fits in 32 bits, else ``long long``."""
+    big = k.size()
+    for a in k.accesses():
+        span = abs(a.offset) + sum((d - 1) * abs(s) for d, s in zip(k.domain, a.strides,
+                                                                     strict=True))
+        big = max(big, span)
+    return "int" if big < INT32_LIMIT // 2 else "long long"
+
+
+def coords(var: str, axes: list[int], dims: tuple[int, ...], ix: str, prefix: str = "c"
+           ) -> list[str]:
+    """C lines computing coordinate ``c<axis>`` of every axis in ``axes`` (row-major)
+    from linear index ``var``."""
+    if not axes:
+        return []
+    if len(axes) == 1:
+        return [f"const {ix} {prefix}{axes[0]} = {var};"]
+    lines = [f"{ix} t_{prefix} = {var};"]
+    for a in reversed(axes[1:]):
+        lines.append(f"const {ix} {prefix}{a} = t_{prefix} % {dims[a]}; t_{prefix} /= {dims[a]};")
+    lines.append(f"const {ix} {prefix}{axes[0]} = t_{prefix};")
+    return lines
+
+
+def offset(acc: Access, axes: list[int], prefix: str = "c", base: str | None = None) -> str:
+    terms = [base] if base is not None else ([str(acc.offset)] if acc.offset else [])
+    for a in axes:
+        s = acc.strides[a]
+        if s:
+            terms.append(f"{prefix}{a}" if s == 1 else f"{prefix}{a} * {s}")
+    return " + ".join(terms) or "0"
+
+
+class Body:
+    """Renders the kernel's values and stores at one domain element."""
+
+    def __init__(self, k: Kernel, params: Params, fast: bool) -> None:
+        self.k, self.params, self.fast = k, params, fast
+
+    def lines(self, index: Any) -> list[str]:
+        """``index(acc)`` is the C element index of an access at the current element."""
+        out = []
+        for i, n in enumerate(self.k.nodes):
+            t = ctype(n.dtype)
+            if n.kind == "read":
+                assert n.acc is not None
+                out.append(f"const {t} v{i} = {self.params.ref(n.acc)}[{index(n.acc)}];")
+            elif n.kind == "const":
+                out.append(f"const {t} v{i} = {literal(n.value, n.dtype)};")
+            else:
+                xs = [f"v{a}" for a in n.args]
+                dts = [self.k.nodes[a].dtype for a in n.args]
+                out.append(f"const {t} v{i} = {EXPRS[n.name](xs, dts, n.dtype, self.fast)};")
+        for vid, acc in self.k.stores:
+            val = convert(f"v{vid}", self.k.nodes[vid].dtype, acc.dtype)
+            out.append(f"{self.params.ref(acc)}[{index(acc)}] = {val};")
+        return out
+
+
+def _params(k: Kernel) -> Params:
+    p = Params()
+    for n in k.nodes:
+        if n.acc is not None:
+            p.use(n.acc)
+    for _, a in k.stores:
+        p.use(a, write=True)
+    for _, _, a in k.reductions:
+        p.use(a, write=True)
+    return p
+
+
+def _head(name: str, cfg: Config, sig: str) -> str:
+    return f'extern "C" __global__ void __launch_bounds__({cfg.block}) {name}({sig}) {{'
+
+
+def _indent(lines: list[str], n: int) -> list[str]:
+    return [" " * n + x for x in lines]
+
+
+def size_generic(k: Kernel) -> bool:
+    """A flat elementwise kernel whose accesses are contiguous or splats takes its size as
+    a parameter (``n_``), so one kernel serves every size."""
+    return (not k.reductions and len(k.domain) == 1
+            and all(a.strides[0] in (0, 1) for a in k.accesses()))
+
+
+def render_elementwise(k: Kernel, name: str, cfg: Config) -> str:
+    params, ix = _params(k), index_type(k)
+    n, axes = k.size(), list(range(len(k.domain)))
+    dense = contiguous_strides(k.domain)
+    generic = size_generic(k)
+    if generic:
+        n = "n"  # type: ignore[assignment]
+
+    def index(acc: Access) -> str:
+        if acc.strides == dense or len(axes) == 1 and acc.strides[0] == 1:
+            return f"{acc.offset} + i" if acc.offset else "i"
+        return offset(acc, axes)
+    body = Body(k, params, cfg.fast_math).lines(index)
+    need_coords = any(a.strides != dense for a in k.accesses())
+    lines = [_head(name, cfg, params.signature(["const long long n_"] if generic else [])),
+             *([f"  const {ix} n = ({ix})n_;"] if generic else []),
+             f"  for ({ix} i = ({ix})blockIdx.x * {cfg.block} + threadIdx.x; i < {n}; "
+             f"i += ({ix})gridDim.x * {cfg.block}) {{",
+             *_indent(coords("i", axes, k.domain, ix) if need_coords else [], 4),
+             *_indent(body, 4), "  }", "}"]
+    return "\n".join(lines)
+
+
+def _split_axes(k: Kernel) -> tuple[list[int], list[int], int, int]:
+    kept = [a for a, r in enumerate(k.reduce) if not r]
+    red = [a for a, r in enumerate(k.reduce) if r]
+    nk = int(np.prod([k.domain[a] for a in kept]))
+    nr = int(np.prod([k.domain[a] for a in red]))
+    return kept, red, nk, nr
+
+
+def _reduction_setup(k: Kernel, params: Params, kept: list[int], ix: str
+                     ) -> tuple[list[str], dict[Access, str]]:
+    """Kept coordinates' bases: one per distinct access."""
+    bases: dict[Access, str] = {}
+    lines = []
+    for acc in k.accesses():
+        if acc not in bases:
+            bases[acc] = f"b{len(bases)}"
+            lines.append(f"const {ix} {bases[acc]} = {offset(acc, kept, 'k')};")
+    return lines, bases
+
+
+def render_reduction(k: Kernel, name: str, cfg: Config, sch: Schedule,
+                     partials: list[int]) -> str:
+    """A row or column reduction; with ``sch.splits > 1`` the reductions write partial
+    results to the parameters ``partials`` (one per reduction) instead."""
+    params, ix = _params(k), index_type(k)
+    B, S = cfg.block, sch.splits
+    kept, red, nk, nr = _split_axes(k)
+    row = sch.kind == "row"
+    setup, bases = _reduction_setup(k, params, kept, ix)
+    body = Body(k, params, cfg.fast_math).lines(
+        lambda acc: offset(acc, red, "r", bases[acc]))
+    accs = []
+    for j, (kind, vid, acc) in enumerate(k.reductions):
+        at = acc_type(k.nodes[vid].dtype)
+        accs.append((f"a{j}", at, kind, vid, acc))
+    extra = [f"{at}* __restrict__ q{j}" for j, (_, at, _, _, _) in enumerate(accs)] if S > 1 else []
+    lines = [_head(name, cfg, params.signature(extra))]
+    if row:
+        lines += [f"  __shared__ {at} s{j}[{B // 32}];" for j, (_, at, _, _, _) in enumerate(accs)]
+        lines.append(f"  for ({ix} kk = blockIdx.x; kk < {nk}; kk += gridDim.x) {{")
+        loop = (f"for ({ix} rr = ({ix})blockIdx.y * {B} + threadIdx.x; rr < {nr}; "
+                f"rr += {S * B}) {{")
+    else:
+        lines.append(f"  for ({ix} kk = ({ix})blockIdx.x * {B} + threadIdx.x; kk < {nk}; "
+                     f"kk += ({ix})gridDim.x * {B}) {{")
+        loop = f"for ({ix} rr = blockIdx.y; rr < {nr}; rr += {S}) {{"
+    inner = coords("kk", kept, k.domain, ix, "k") + setup
+    inner += [f"{at} {a} = {identity(kind, k.nodes[vid].dtype)};"
+              for a, at, kind, vid, _ in accs]
+    inner += [loop, *_indent(coords("rr", red, k.domain, ix, "r") + body, 2)]
+    inner += [f"  {a} = {COMBINE[kind]}()({a}, ({at})v{vid});" for a, at, kind, vid, _ in accs]
+    inner.append("}")
+    for j, (a, at, kind, vid, acc) in enumerate(accs):
+        if row:
+            inner.append(f"{a} = y_block_reduce<{B}>({a}, ({at}){identity(kind, k.nodes[vid].dtype)}, "
+                         f"{COMBINE[kind]}(), s{j});")
+    guard = "if (threadIdx.x == 0) " if row else ""
+    for j, (a, at, kind, vid, acc) in enumerate(accs):
+        if S > 1:
+            slot = f"kk * {S} + blockIdx.y" if row else f"({ix})blockIdx.y * {nk} + kk"
+            inner.append(f"{guard}q{j}[{slot}] = {a};")
+        else:
+            inner.append(f"{guard}{params.ref(acc)}[{bases[acc]}] = "
+                         f"{_store_acc(a, k.nodes[vid].dtype, acc.dtype)};")
+    lines += _indent(inner, 4) + ["  }", "}"]
+    return "\n".join(lines)
+
+
+def _store_acc(a: str, vdt: np.dtype, out: np.dtype) -> str:
+    if np.dtype(vdt).kind == "b":
+        return convert(f"({a} != 0)", np.dtype(bool), out)
+    return convert(a, vdt, out)
+
+
+def render_stage2(k: Kernel, name: str, cfg: Config, sch: Schedule) -> str:
+    """Combine the ``S`` partial results of each kept index into the outputs."""
+    params = Params()
+    for _, _, a in k.reductions:
+        params.use(a, write=True)
+    ix = index_type(k)
+    B, S = cfg.block, sch.splits
+    kept, _, nk, _ = _split_axes(k)
+    row = sch.kind == "row"
+    accs = [(f"a{j}", acc_type(k.nodes[vid].dtype), kind, vid, acc)
+            for j, (kind, vid, acc) in enumerate(k.reductions)]
+    extra = [f"const {at}* __restrict__ q{j}" for j, (_, at, _, _, _) in enumerate(accs)]
+    lines = [_head(name, cfg, params.signature(extra))]
+    if row:
+        lines += [f"  __shared__ {at} s{j}[{B // 32}];" for j, (_, at, _, _, _) in enumerate(accs)]
+        lines.append(f"  for ({ix} kk = blockIdx.x; kk < {nk}; kk += gridDim.x) {{")
+        loop, slot = f"for (int s = threadIdx.x; s < {S}; s += {B}) {{", f"kk * {S} + s"
+    else:
+        lines.append(f"  for ({ix} kk = ({ix})blockIdx.x * {B} + threadIdx.x; kk < {nk}; "
+                     f"kk += ({ix})gridDim.x * {B}) {{")
+        loop, slot = f"for (int s = 0; s < {S}; ++s) {{", f"({ix})s * {nk} + kk"
+    inner = coords("kk", kept, k.domain, ix, "k")
+    inner += [f"{at} {a} = {identity(kind, k.nodes[vid].dtype)};" for a, at, kind, vid, _ in accs]
+    inner.append(loop)
+    inner += [f"  {a} = {COMBINE[kind]}()({a}, q{j}[{slot}]);"
+              for j, (a, at, kind, vid, _) in enumerate(accs)]
+    inner.append("}")
+    guard = "if (threadIdx.x == 0) " if row else ""
+    for j, (a, at, kind, vid, acc) in enumerate(accs):
+        if row:
+            inner.append(f"{a} = y_block_reduce<{B}>({a}, ({at}){identity(kind, k.nodes[vid].dtype)}, "
+                         f"{COMBINE[kind]}(), s{j});")
+        inner.append(f"{guard}{params.ref(acc)}[{offset(acc, kept, 'k')}] = "
+                     f"{_store_acc(a, k.nodes[vid].dtype, acc.dtype)};")
+    lines += _indent(inner, 4) + ["  }", "}"]
+    return "\n".join(lines)
+
+
+def kernel_name(source: str, prefix: str = "y") -> str:
+    """A name from the kernel's text (equal kernels get one name, and one compilation)."""
+    return f"{prefix}_{hashlib.sha1(source.encode()).hexdigest()[:16]}"
+
+
+def named(template: str, prefix: str) -> tuple[str, str]:
+    """``template`` contains ``NAME``; returns (name, source)."""
+    name = kernel_name(template, prefix)
+    return name, template.replace("NAME", name, 1)

@@ -1,0 +1,68 @@
+"""Compiling CUDA C to a cubin with NVRTC, through CuPy's low-level binding, which works
+without a GPU (CuPy's high-level compile helpers query the device). One function,
+``compile_cubin``, turns source into machine code for one ``sm_XX``: what a cache stores.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from yota.ir.errors import YotaError
+
+
+class CudaUnavailable(YotaError):
+    """CuPy, NVRTC or a CUDA device is missing (the message says which, and the fix)."""
+
+
+class CudaCompileError(YotaError):
+    """NVRTC rejected a generated kernel (a Yota bug: the message holds NVRTC's log)."""
+
+
+INSTALL_HINT = "pip install 'yota[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc)"
+
+
+def _nvrtc() -> Any:
+    try:
+        from cupy.cuda import nvrtc
+    except ImportError as e:
+        raise CudaUnavailable(f"the CUDA backend needs CuPy: {INSTALL_HINT} ({e})") from None
+    return nvrtc
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    """NVRTC's (major, minor); raises ``CudaUnavailable`` without CuPy or NVRTC."""
+    nvrtc = _nvrtc()
+    try:
+        return tuple(nvrtc.getVersion())  # type: ignore[return-value]
+    except Exception as e:  # noqa: BLE001 - the library itself is missing
+        raise CudaUnavailable(f"NVRTC cannot be loaded: {INSTALL_HINT} ({e})") from None
+
+
+def options(arch: str, fast_math: bool = False) -> tuple[str, ...]:
+    """NVRTC options: IEEE arithmetic (no FMA contraction) unless ``fast_math``."""
+    math = ("--use_fast_math",) if fast_math else ("-fmad=false",)
+    return (f"-arch={arch}", "--std=c++17", *math)
+
+
+def compile_cubin(source: str, arch: str, *, fast_math: bool = False,
+                  name: str = "yota.cu") -> bytes:
+    """The cubin (machine code for ``arch``, e.g. ``"sm_90"``) of CUDA C ``source``.
+
+    Compiling to a cubin rather than PTX means the driver loads it without JIT, so a
+    newer NVRTC than the driver is fine.
+    """
+    nvrtc = _nvrtc()
+    nvrtc_version()
+    prog = nvrtc.createProgram(source, name, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, options(arch, fast_math))
+        except Exception as e:  # noqa: BLE001 - NVRTCError
+            log = nvrtc.getProgramLog(prog)
+            raise CudaCompileError(f"NVRTC failed to compile the generated CUDA source for "
+                                   f"{arch}: {e}\n{log}") from None
+        return bytes(nvrtc.getCUBIN(prog))
+    finally:
+        nvrtc.destroyProgram(prog)

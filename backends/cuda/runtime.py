@@ -1,0 +1,255 @@
+"""The calling side of a compiled function: argument checks, output arrays, the workspace
+(one allocation from CuPy's pool per call, laid out by the memory plan), replaying the
+steps on the current stream, and turning failure codes into exceptions.
+
+A device is anything with the small interface of ``CupyDevice`` (memory as integer
+addresses, kernel launches, strided views for cuBLAS); ``emulate.EmuDevice`` runs the
+same kernels on the CPU for tests on machines without a GPU.
+
+Failures: a guard that does not hold, or an index out of range, writes its code into the
+status words at the start of the workspace (the first one wins); after the steps, a
+program that has failure records reads those 16 bytes back (one synchronization) and
+raises what the interpreter raises. A program without guards or indexing never
+synchronizes: its outputs are CuPy arrays whose values arrive in stream order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from yota.ir.errors import GuardFailed, SignatureError, YotaError
+from yota.ir.types import TensorType
+
+from .kernel import Config
+from .lower import STATUS, Call, FnPlan, Gemm, Launch, Memset, Module, View
+from .nvrtc import CudaUnavailable, compile_cubin, nvrtc_version
+
+try:  # the interpreter's own wording, so every backend fails with the same message
+    from yota.ir.interpreter import _guard_message
+except ImportError:  # pragma: no cover
+    def _guard_message(attrs: dict[str, Any], value: Any, loc: str | None) -> str:
+        return f"guard failed at {loc}: expected {attrs['expected']!r}, got {value!r}"
+
+
+class IndexOutOfRange(YotaError, IndexError):
+    """A ``gather``/``scatter_add`` index is outside its axis (that element is skipped)."""
+
+
+def _cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as e:
+        raise CudaUnavailable(f"the CUDA backend needs CuPy: pip install 'yota[cuda]' ({e})"
+                              ) from None
+    return cupy
+
+
+class CupyDevice:
+    """The current CUDA device through CuPy: memory from CuPy's pool, kernels from a
+    cubin compiled for the device's compute capability, launches on the current stream."""
+
+    name = "cuda"
+
+    def __init__(self, cfg: Config | None = None, arch: str | None = None) -> None:
+        cp = _cupy()
+        self.cp = cp
+        try:
+            dev = cp.cuda.Device()
+            cc = dev.compute_capability
+            self.device_id = dev.id
+        except Exception as e:  # noqa: BLE001 - no driver, no device
+            raise CudaUnavailable(f"no usable CUDA device: {e}") from None
+        self.arch = arch or f"sm_{cc}"
+        self.cfg = cfg or Config()
+
+    def key(self) -> dict[str, Any]:
+        """What a cubin depends on (for cache keys)."""
+        rt = self.cp.cuda.runtime
+        return {"arch": self.arch, "nvrtc": list(nvrtc_version()),
+                "driver": rt.driverGetVersion(), "cupy": self.cp.__version__,
+                "config": self.cfg.key()}
+
+    # -- code -------------------------------------------------------------------------
+    def load(self, source: str, names: Sequence[str]) -> Any:
+        cubin = compile_cubin(source, self.arch, fast_math=self.cfg.fast_math)
+        return self.load_cubin(cubin)
+
+    def load_cubin(self, cubin: bytes) -> Any:
+        mod = self.cp.cuda.function.Module()
+        mod.load(cubin)
+        return {"module": mod, "functions": {}}
+
+    def launch(self, handle: Any, name: str, grid: tuple[int, int, int],
+               block: tuple[int, int, int], args: list[int]) -> None:
+        fns = handle["functions"]
+        f = fns.get(name)
+        if f is None:
+            f = fns[name] = handle["module"].get_function(name)
+        f(grid, block, tuple(args), stream=self.cp.cuda.get_current_stream())
+
+    # -- memory -----------------------------------------------------------------------
+    def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        return self.cp.empty(shape, dtype)
+
+    def address(self, a: Any) -> int:
+        return int(a.data.ptr)
+
+    def memset(self, addr: int, nbytes: int) -> None:
+        if nbytes:
+            stream = self.cp.cuda.get_current_stream()
+            self.cp.cuda.runtime.memsetAsync(addr, 0, nbytes, stream.ptr)
+
+    def view(self, addr: int, shape: tuple[int, ...], strides: tuple[int, ...],
+             dtype: np.dtype, owner: Any = None) -> Any:
+        cp = self.cp
+        span = max(1, np.dtype(dtype).itemsize + sum((d - 1) * s for d, s in
+                                                      zip(shape, strides, strict=True) if d))
+        mem = cp.cuda.UnownedMemory(addr, span, owner, self.device_id)
+        return cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0), strides)
+
+    def matmul(self, a: Any, b: Any, out: Any) -> None:
+        self.cp.matmul(a, b, out=out)
+
+    def read(self, addr: int, nbytes: int) -> bytes:
+        return self.view(addr, (nbytes,), (1,), np.dtype(np.uint8)).get().tobytes()
+
+    def upload(self, a: np.ndarray) -> Any:
+        return self.cp.asarray(np.ascontiguousarray(a))
+
+    def synchronize(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    def input(self, a: Any) -> Any:
+        """A device array for argument ``a``: CuPy arrays as they are, objects with
+        ``__cuda_array_interface__`` without a copy, anything else copied from the host."""
+        cp = self.cp
+        if isinstance(a, cp.ndarray):
+            return a
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if cai is not None:
+            shape, dt = tuple(cai["shape"]), np.dtype(cai["typestr"])
+            strides = cai.get("strides") or _dense_bytes(shape, dt.itemsize)
+            return self.view(int(cai["data"][0]), shape, tuple(strides), dt, owner=a)
+        return cp.asarray(np.asarray(a))
+
+    def is_array(self, a: Any) -> bool:
+        return isinstance(a, self.cp.ndarray)
+
+    def contiguous(self, a: Any, dtype: np.dtype) -> Any:
+        if a.dtype != dtype:
+            a = a.astype(dtype)
+        return self.cp.ascontiguousarray(a)
+
+
+def _dense_bytes(shape: tuple[int, ...], item: int) -> tuple[int, ...]:
+    out, s = [], item
+    for d in reversed(shape):
+        out.append(s)
+        s *= max(d, 1)
+    return tuple(reversed(out))
+
+
+class CudaExecutable:
+    """A function compiled by the ``cuda`` backend; call it with CuPy arrays (or anything
+    with ``__cuda_array_interface__``, or host arrays, which are copied over); returns
+    the list of outputs as new device arrays the caller owns.
+
+    ``source`` is the module's CUDA C; ``module`` the lowered module (kernels, steps).
+    """
+
+    backend = "cuda"
+
+    def __init__(self, module: Module, device: Any, fn: Any = None,
+                 handle: Any = None) -> None:
+        self.module, self.device, self.fn = module, device, fn
+        self.source = module.source()
+        self.name = module.name
+        self.handle = handle if handle is not None else device.load(self.source,
+                                                                    list(module.kernels))
+        self._consts = [device.upload(c) for c in module.consts]
+        self._const_addr = [device.address(c) for c in self._consts]
+        self._in = [(tuple(t.shape), np.dtype(t.dtype)) for t in module.inputs]
+        self._out = [(tuple(t.shape), np.dtype(t.dtype)) for t in module.outputs]
+        self._labels = list(module.labels) or [None] * len(self._in)
+        self._main = module.plans[module.main]
+
+    def __call__(self, *args: Any) -> list[Any]:
+        dev = self.device
+        if len(args) != len(self._in):
+            raise SignatureError(f"@{self.name} takes {len(self._in)} inputs, got {len(args)}")
+        arrs = [self._input(i, a) for i, a in enumerate(args)]
+        outs = [dev.empty(s, d) for s, d in self._out]
+        ws = dev.empty((max(self._main.ws_bytes, 1),), np.dtype(np.uint8))
+        ws_addr = dev.address(ws)
+        if self.module.failures:
+            dev.memset(ws_addr, 16)
+        self._run(self._main, [dev.address(a) for a in arrs],
+                  [dev.address(o) for o in outs], ws_addr, ws_addr, keep=(arrs, ws))
+        if self.module.failures:
+            self._check(dev.read(ws_addr, 16))
+        return outs
+
+    def _input(self, i: int, a: Any) -> Any:
+        shape, dt = self._in[i]
+        dev = self.device
+        arr = a if dev.is_array(a) else dev.input(a)
+        name = self._labels[i] or f"input {i}"
+        t = TensorType(dt, shape)
+        if tuple(arr.shape) != shape:
+            raise SignatureError(f"@{self.name}: {name} should have shape {list(shape)} "
+                                 f"({t}), got {list(arr.shape)}")
+        if arr.dtype != dt and not np.can_cast(arr.dtype, dt, casting="same_kind"):
+            raise SignatureError(f"@{self.name}: {name} should be {t}, got {arr.dtype}")
+        if arr.dtype != dt or not arr.flags.c_contiguous:
+            arr = dev.contiguous(arr, dt)
+        return arr
+
+    def _run(self, plan: FnPlan, ins: list[int], outs: list[int], ws: int, status: int,
+             keep: Any = None) -> None:
+        dev = self.device
+        bases = []
+        for st in plan.storages:
+            kind = st.kind
+            bases.append(ins[st.index] if kind == "in" else outs[st.index] if kind == "out"
+                         else ws + st.index if kind == "ws" else self._const_addr[st.index])
+
+        def addr(ref: tuple[int, int]) -> int:
+            s, off = ref
+            return (status if s == STATUS else bases[s] if s >= 0 else 0) + off
+        for step in plan.steps:
+            if type(step) is Launch:
+                dev.launch(self.handle, step.name, step.grid, step.block,
+                           [addr(r) for r in step.args] + list(step.scalars))
+            elif type(step) is Memset:
+                dev.memset(addr(step.ref), step.nbytes)
+            elif type(step) is Gemm:
+                dev.matmul(*(self._view(v, addr) for v in (step.a, step.b, step.out)))
+            elif type(step) is Call:
+                callee = self.module.plans[step.callee]
+                self._run(callee, [addr(r) for r in step.ins], [addr(r) for r in step.outs],
+                          addr(step.ws), status)
+            else:  # pragma: no cover
+                raise AssertionError(step)
+
+    def _view(self, v: View, addr: Any) -> Any:
+        return self.device.view(addr(v.ref), v.shape, v.strides, v.dtype)
+
+    def _check(self, raw: bytes) -> None:
+        code = int(np.frombuffer(raw, np.uint64, count=1)[0])
+        if not code:
+            return
+        rec = self.module.failures[code - 1]
+        if rec["kind"] == "guard":
+            dt = np.dtype(rec["dtype"])
+            value = np.frombuffer(raw, dt, count=1, offset=8)[0]
+            raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
+                              guard_index=rec["index"])
+        value = int(np.frombuffer(raw, np.int64, count=1, offset=8)[0])
+        raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
+                              f"with size {rec['size']}")
+
+    def __repr__(self) -> str:
+        return (f"<CudaExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} "
+                f"outputs, {len(self.module.kernels)} kernels on {self.device.name}>")

@@ -1,0 +1,420 @@
+"""The CUDA backend, op by op: every op of the op table on float32 and float64 (and the
+integer and bool dtypes it takes), over shapes that include 0-d, empty, size-1 and odd
+lengths, with special values (0, -0.0, +-inf, NaN, denormals) among the inputs.
+
+Three levels, so that a machine without a GPU still checks most of it:
+
+- NVRTC: every kernel generated for these programs compiles for sm_80 and sm_90 (needs
+  CuPy and the NVRTC wheel, not a GPU);
+- emulation: the same kernels, compiled as C++ for the CPU (``emulate.EmuDevice``), run
+  and match the reference interpreter (needs g++);
+- device: on a real GPU (skipped without one; ``tools/gpu_check.py`` runs the full set).
+
+``op_programs()`` is shared with ``tools/gpu_check.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from yota.backends import cuda
+from yota.backends.cuda.emulate import emulation_available
+from yota.ir import OPS, Builder, Function, TensorType, run
+from yota.ir.autodiff import vjp
+from yota.ir.passes import optimize
+from yota.ir.types import dtype_name
+
+sys.path.insert(0, str(Path(__file__).parent))
+import irgen  # noqa: E402
+
+SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 1, 9), (37,)]
+FLOATS = ["f32", "f64"]
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-310, 1.0, -1.0, 0.5, 2.5, -2.5,
+           1e30, -1e30, 88.7, -104.0]
+TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sinh",
+                  "cosh", "arctan", "arcsin", "arccos"]
+FLOAT_UNARY = ["sqrt", "reciprocal", "floor", "ceil", "round", "neg", "abs", "sign", "square",
+               "isnan", "isinf", "isfinite"]
+INT_UNARY = ["neg", "abs", "sign", "square"]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "floordiv", "mod", "lt",
+                "le", "gt", "ge", "eq", "ne"]
+INT_BINARY = ["add", "sub", "mul", "floordiv", "mod", "maximum", "minimum", "lt", "le", "gt",
+              "ge", "eq", "ne", "pow"]
+BOOL_BINARY = ["and", "or", "xor", "add", "mul", "maximum", "minimum", "lt", "le", "gt", "ge",
+               "eq", "ne"]
+# ulps allowed for transcendentals: CUDA's documented bounds are 1-4 ulps (float32 pow: 8)
+ULPS = {np.dtype(np.float32): 8, np.dtype(np.float64): 8}
+RTOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
+
+
+@dataclass
+class Case:
+    label: str
+    fn: Function
+    args: list[np.ndarray]
+    mode: str  # "exact" | "ulp" | "sum"
+    ops: tuple[str, ...]
+
+
+# -- programs -------------------------------------------------------------------------------------
+def sample(rng: np.random.Generator, shape: tuple[int, ...], dt: str,
+           special: bool = True) -> np.ndarray:
+    dtype = np.dtype(TensorType(dt, ()).dtype)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        x = rng.integers(-20, 21, shape).astype(dtype)
+        if special and x.size > 3:
+            info = np.iinfo(dtype)
+            x.reshape(-1)[:3] = [info.min, info.max, 0]
+        return x
+    with np.errstate(all="ignore"):
+        x = (rng.standard_normal(shape) * 3).astype(dtype)
+    if special and x.size:
+        flat = x.reshape(-1)
+        k = min(len(SPECIAL), flat.size // 2 + 1)
+        flat[rng.choice(flat.size, k, replace=False)] = np.array(SPECIAL[:k]).astype(dtype)
+    return x
+
+
+def _inputs(rng: np.random.Generator, fn: Function, special: bool = True) -> list[np.ndarray]:
+    return [sample(rng, v.shape, dtype_name(v.dtype), special) for v in fn.inputs]
+
+
+def _unary(op: str, dt: str) -> Function:
+    b = Builder(f"{op}_{dt}")
+    return b.build([b.emit(op, b.input(TensorType(dt, s))) for s in SHAPES])
+
+
+def _binary(op: str, dt: str) -> Function:
+    b = Builder(f"{op}_{dt}")
+    outs = []
+    for s in SHAPES:
+        outs.append(b.emit(op, b.input(TensorType(dt, s)), b.input(TensorType(dt, s))))
+    return b.build(outs)
+
+
+def _elementwise_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    for dt in FLOATS:
+        for op in FLOAT_UNARY:
+            fn = _unary(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "exact", (op,)))
+        for op in TRANSCENDENTAL:
+            fn = _unary(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "ulp", (op,)))
+        for op in FLOAT_BINARY:
+            fn = _binary(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "exact", (op,)))
+        for op in ("pow", "arctan2"):
+            fn = _binary(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "ulp", (op,)))
+    for dt in ("i32", "i64"):
+        for op in INT_UNARY:
+            fn = _unary(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "exact", (op,)))
+        for op in INT_BINARY:
+            fn = _binary(op, dt)
+            args = _inputs(rng, fn)
+            if op == "pow":  # negative integer powers are an error in NumPy
+                args = [(np.abs(a) % 7 if i % 2 else a).astype(a.dtype) for i, a in
+                        enumerate(args)]
+            out.append(Case(f"{op}_{dt}", fn, args, "exact", (op,)))
+    fn = _unary("not", "bool")
+    out.append(Case("not", fn, _inputs(rng, fn), "exact", ("not",)))
+    for op in BOOL_BINARY:
+        fn = _binary(op, "bool")
+        out.append(Case(f"{op}_bool", fn, _inputs(rng, fn), "exact", (op,)))
+    for dt in ("f32", "f64", "i32", "i64", "bool"):
+        b = Builder(f"select_{dt}")
+        outs = [b.select(b.input(TensorType("bool", s)), b.input(TensorType(dt, s)),
+                         b.input(TensorType(dt, s))) for s in SHAPES]
+        fn = b.build(outs)
+        out.append(Case(f"select_{dt}", fn, _inputs(rng, fn), "exact", ("select",)))
+    for src in ("f32", "f64", "i32", "i64", "bool"):
+        b = Builder(f"convert_{src}")
+        x = b.input(TensorType(src, (37,)))
+        fn = b.build([b.convert(x, dtype=d) for d in ("f32", "f64", "i32", "i64", "bool")
+                      if d != src])
+        x0 = sample(rng, (37,), src, special=False)
+        if x0.dtype.kind == "f":
+            x0[:4] = [0.0, -0.0, 1e-40, -2.5]
+        out.append(Case(f"convert_{src}", fn, [x0], "exact", ("convert",)))
+    return out
+
+
+RED_CASES = [((37,), (0,)), ((3, 5), (0,)), ((3, 5), (1,)), ((3, 5), (0, 1)), ((2, 1, 9), (2,)),
+             ((2, 1, 9), (0, 2)), ((4, 0), (0,)), ((4, 0), (1,)), ((), ()), ((1000, 3), (0,)),
+             ((3, 1000), (1,)), ((5000,), (0,)), ((3, 40, 7), (0, 2)), ((6, 300), (0,))]
+
+
+def _reduction_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    for op in ("sum", "prod", "max", "min"):
+        for dt in ("f32", "f64", "i32", "i64", "bool"):
+            cases = [(s, a) for s, a in (RED_CASES if dt[0] == "f" else RED_CASES[::3])
+                     if not (op in ("max", "min") and any(s[i] == 0 for i in a))]
+            b = Builder(f"{op}_{dt}")
+            fn = b.build([b.emit(op, b.input(TensorType(dt, s)), axes=a) for s, a in cases])
+            args = [sample(rng, s, dt, special=op in ("max", "min")) for s, _ in cases]
+            if op == "prod" and dt[0] == "f":
+                args = [np.clip(np.abs(a), 0.9, 1.1).astype(a.dtype) for a in args]
+            mode = "exact" if op in ("max", "min") or dt[0] != "f" else "sum"
+            out.append(Case(f"{op}_{dt}", fn, args, mode, (op,)))
+    for op in ("argmax", "argmin"):
+        for dt in ("f32", "f64", "i32", "bool"):
+            b = Builder(f"{op}_{dt}")
+            cases = [((37,), 0), ((3, 5), 0), ((3, 5), 1), ((2, 1, 9), 2), ((1,), 0)]
+            fn = b.build([b.emit(op, b.input(TensorType(dt, s)), axis=a) for s, a in cases])
+            args = [sample(rng, s, dt) for s, _ in cases]
+            if dt[0] == "f":
+                args[0][[3, 9]] = np.nan
+            out.append(Case(f"{op}_{dt}", fn, args, "exact", (op,)))
+    return out
+
+
+def _shape_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    for dt in ("f32", "f64", "i32", "bool"):
+        b = Builder(f"shape_{dt}")
+        x = b.input(TensorType(dt, (3, 4, 5)))
+        y = b.input(TensorType(dt, (4, 1)))
+        t = b.transpose(x, perm=(0, 2, 1))
+        outs = [
+            b.reshape(x, shape=(12, 5)), b.transpose(x, perm=(2, 0, 1)),
+            b.broadcast(y, shape=(3, 4, 5)),
+            b.slice(x, start=(1, 0, 1), stop=(3, 4, 5), step=(1, 2, 3)),
+            b.flip(x, axes=(0, 2)), b.pad(y, low=(1, 2), high=(0, 1), interior=(1, 0)),
+            b.concatenate(x, x, axis=1),
+            b.reshape(b.transpose(x, perm=(1, 0, 2)), shape=(4, 15)),
+            b.emit("add" if dt != "bool" else "xor", t, t),
+            b.slice(b.transpose(x, perm=(2, 1, 0)), start=(4, 0, 0), stop=(5, 4, 3),
+                    step=(1, 1, 1)),
+            b.reshape(b.slice(x, start=(0, 1, 0), stop=(3, 2, 5), step=(1, 1, 1)), shape=(15,)),
+            b.broadcast(b.reshape(y, shape=(4,)), shape=(2, 4)),
+        ]
+        if dt[0] in "fi":
+            outs += [b.sum_to(x, shape=(4, 1)), b.sum_to(x, shape=(1, 1, 5)),
+                     b.sum_to(x, shape=(3, 4, 5))]
+        fn = b.build(outs)
+        out.append(Case(f"shape_{dt}", fn, [sample(rng, (3, 4, 5), dt), sample(rng, (4, 1), dt)],
+                        "sum" if dt[0] == "f" else "exact",
+                        ("reshape", "transpose", "broadcast", "slice", "flip", "pad",
+                         "concatenate", "sum_to")))
+    b = Builder("empty")
+    x, y = b.input(TensorType("f32", (0, 3))), b.input(TensorType("f32", (3, 0)))
+    fn = b.build([b.exp(x), b.sum(x, axes=(0,)), b.matmul(y, x), b.transpose(x, perm=(1, 0)),
+                  b.concatenate(x, x, axis=0), b.matmul(x, y)])
+    out.append(Case("empty", fn, [np.zeros((0, 3), np.float32), np.zeros((3, 0), np.float32)],
+                    "exact", ()))
+    return out
+
+
+def _index_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    for dt in ("f32", "f64", "i64"):
+        b = Builder(f"idx_{dt}")
+        x = b.input(TensorType(dt, (5, 4, 3)))
+        i = b.input(TensorType("i64", (2, 3)))
+        j = b.input(TensorType("i32", (2, 3)))
+        u = b.input(TensorType(dt, (5, 2, 3, 3)))
+        fn = b.build([b.gather(x, i, axis=0), b.gather(x, i, j, axis=0), b.gather(x, j, axis=1),
+                      b.scatter_add(u, i, j, axis=1, shape=(5, 5, 4, 3))])
+        iv = np.array([[0, -1, 4], [2, 2, -5]])
+        jv = np.array([[1, 3, -1], [0, 0, 2]], np.int32)
+        args = [sample(rng, (5, 4, 3), dt, False), iv, jv, sample(rng, (5, 2, 3, 3), dt, False)]
+        out.append(Case(f"idx_{dt}", fn, args, "sum", ("gather", "scatter_add")))
+    return out
+
+
+def _matmul_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    for dt in ("f32", "f64", "i32", "i64"):
+        b = Builder(f"mm_{dt}")
+        a, c = b.input(TensorType(dt, (7, 5))), b.input(TensorType(dt, (5, 3)))
+        p, q = b.input(TensorType(dt, (2, 4, 5))), b.input(TensorType(dt, (2, 5, 6)))
+        fn = b.build([
+            b.matmul(a, c), b.matmul(b.transpose(c, perm=(1, 0)), b.transpose(a, perm=(1, 0))),
+            b.matmul(p, q), b.matmul(b.transpose(q, perm=(0, 2, 1)), b.transpose(p, perm=(0, 2, 1))),
+            b.matmul(b.slice(a, start=(1, 0), stop=(7, 5), step=(2, 1)), c),
+            b.matmul(b.flip(a, axes=(1,)), c), b.matmul(b.reshape(a, shape=(5, 7)), a),
+            b.matmul(b.broadcast(b.reshape(b.transpose(c, perm=(1, 0)), shape=(1, 3, 5)),
+                                 shape=(2, 3, 5)), q)])
+        args = [sample(rng, v.shape, dt, special=False) for v in fn.inputs]
+        out.append(Case(f"matmul_{dt}", fn, args, "sum", ("matmul",)))
+    return out
+
+
+def _misc_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    b = Builder("c")
+    x = b.input(TensorType("f64", (2, 3)))
+    k = b.const(np.arange(6.0).reshape(2, 3))
+    fn = b.build([b.add(x, k), k, b.const(7.0, "f64", (2, 3)), b.const(np.arange(4), np.int32),
+                  b.matmul(b.const(1.0, "f64", (4, 2)), x)])
+    out.append(Case("const", fn, [np.ones((2, 3))], "exact", ("const",)))
+    sb = Builder("inner")
+    u = sb.input(TensorType("f64", (3,)))
+    sb.guard(sb.sum(u, axes=(0,)), expected=True, kind="bool")
+    inner = sb.build([sb.exp(u), sb.sum(u, axes=(0,))])
+    b = Builder("outer")
+    x = b.input(TensorType("f64", (3, 2)))
+    column = b.slice(b.transpose(x, perm=(1, 0)), start=(0, 0), stop=(1, 3), step=(1, 1))
+    r = b.call(inner, b.reshape(column, shape=(3,)))
+    b.guard(b.max(x, axes=(0, 1)), expected=2, kind="int")
+    fn = b.build([r[0], r[1]])
+    x0 = np.array([[0.5, 1.0], [1.0, 1.0], [2.9, 1.0]])
+    out.append(Case("call_guard", fn, [x0], "ulp", ("call", "guard")))
+    for fn0 in (irgen.w2_loss(1000), irgen.mlp_loss(8, (6, 5, 4, 10))):
+        g = optimize(vjp(fn0, [i for i, v in enumerate(fn0.inputs) if v.dtype.kind == "f"]))
+        out.append(Case(f"fused_{fn0.name}", g, irgen.example_inputs(g, rng), "sum", ("fused",)))
+    return out
+
+
+def op_programs(seed: int = 0) -> list[Case]:
+    """Programs covering every op of the op table, with inputs and a comparison mode."""
+    rng = np.random.default_rng(seed)
+    return (_elementwise_cases(rng) + _reduction_cases(rng) + _shape_cases(rng)
+            + _index_cases(rng) + _matmul_cases(rng) + _misc_cases(rng))
+
+
+# -- comparison ------------------------------------------------------------------------------------
+def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    it = np.int32 if a.dtype == np.float32 else np.int64
+    mask = np.iinfo(it).max
+    ia, ib = a.view(it).astype(np.int64), b.view(it).astype(np.int64)
+    ia = np.where(ia < 0, -(ia & mask), ia)
+    ib = np.where(ib < 0, -(ib & mask), ib)
+    return np.abs(ia - ib)
+
+
+def mismatch(got: list[np.ndarray], want: list[np.ndarray], args: list[np.ndarray],
+             mode: str) -> str | None:
+    """None if ``got`` matches ``want`` under ``mode``, else a description."""
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if g.shape != w.shape or g.dtype != w.dtype:
+            return f"output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if mode == "exact" or g.dtype.kind != "f":
+            msg = irgen.same_results([g], [w])
+        elif mode == "ulp":
+            msg = None
+            if not np.array_equal(np.isnan(g), np.isnan(w)):
+                msg = f"NaN positions differ\n{g}\n{w}"
+            else:
+                ok = ~np.isnan(w)
+                d = ulps(g[ok], w[ok])
+                if d.size and d.max() > ULPS[g.dtype]:
+                    k = int(np.argmax(d))
+                    msg = f"{int(d.max())} ulps apart: {g[ok][k]!r} vs {w[ok][k]!r}"
+        else:
+            scale = max([float(np.max(np.abs(a[np.isfinite(a)]), initial=0)) for a in args
+                         if a.dtype.kind == "f"] + [1.0])
+            tol = RTOL[g.dtype] * scale * max(1, max((a.size for a in args), default=1))
+            msg = None if np.allclose(g, w, rtol=RTOL[g.dtype] * 10, atol=tol, equal_nan=True) \
+                else f"not close (atol {tol})\n{g}\n{w}"
+        if msg:
+            return f"output {i}: {msg}"
+    return None
+
+
+def run_case(exe: Callable[..., list], case: Case, to_host: Callable = np.asarray) -> str | None:
+    want = run(case.fn, *case.args)
+    got = [to_host(x) for x in exe(*case.args)]
+    return mismatch(got, want, case.args, case.mode)
+
+
+# -- tests ---------------------------------------------------------------------------------------
+CASES = op_programs()
+NVRTC = cuda.nvrtc_available()
+EMU = emulation_available()
+
+
+def test_cases_cover_every_op() -> None:
+    covered = {o for c in CASES for o in c.ops}
+    assert set(OPS) - covered == set()
+
+
+@pytest.fixture(scope="module")
+def modules() -> list[cuda.Module]:
+    return [cuda.lower(c.fn) for c in CASES]
+
+
+@pytest.mark.skipif(NVRTC is not None, reason=f"NVRTC unavailable: {NVRTC}")
+@pytest.mark.parametrize("arch", cuda.DEFAULT_ARCHS)
+def test_every_kernel_compiles_with_nvrtc(arch: str, modules: list) -> None:
+    """All kernels of all op programs, in one NVRTC translation unit per architecture."""
+    from yota.backends.cuda.lower import module_source
+
+    kernels = {n: s for m in modules for n, s in m.kernels.items()}
+    assert len(kernels) > 100
+    cubin = cuda.compile_cubin(module_source(kernels.values()), arch)
+    assert cubin[:4] == b"\x7fELF"
+
+
+def emulator(fns: list[Function]) -> object:
+    """An ``EmuDevice`` with every kernel of ``fns`` built into one library (one g++ run)."""
+    from yota.backends.cuda.emulate import EmuDevice
+    from yota.backends.cuda.lower import module_source
+
+    dev = EmuDevice()
+    mods = [cuda.lower(fn, config=dev.cfg) for fn in fns]
+    kernels = {n: s for m in mods for n, s in m.kernels.items()}
+    dev.build(module_source(kernels.values()), list(kernels))
+    return dev
+
+
+@pytest.fixture(scope="module")
+def emu() -> object:
+    if EMU:
+        pytest.skip(EMU)
+    return emulator([c.fn for c in CASES])
+
+
+@pytest.mark.skipif(EMU is not None, reason=f"no CPU emulation: {EMU}")
+def test_emulated_every_op_matches_interpreter(emu: object) -> None:
+    bad = []
+    for case in CASES:
+        msg = run_case(cuda.compile(case.fn, device=emu), case)
+        if msg:
+            bad.append(f"{case.label}: {msg}")
+    assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:5])
+
+
+def test_guard_and_index_failures_emulated(emu: object) -> None:
+    if EMU:
+        pytest.skip(EMU)
+    from yota.ir.errors import GuardFailed
+
+    case = next(c for c in CASES if c.label == "call_guard")
+    exe = cuda.compile(case.fn, device=emu)
+    for bad in (np.zeros((3, 2)), case.args[0] + 5):
+        with pytest.raises(GuardFailed) as e1:
+            exe(bad)
+        with pytest.raises(GuardFailed) as e2:
+            run(case.fn, bad)
+        assert str(e1.value) == str(e2.value)
+        assert e1.value.guard_index == e2.value.guard_index
+    b = Builder("oob")
+    x, i = b.input(TensorType("f32", (5,))), b.input(TensorType("i64", (3,)))
+    exe = cuda.compile(b.build([b.gather(x, i, axis=0)]), device=emu)
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5"):
+        exe(np.zeros(5, np.float32), np.array([0, 5, 1]))
+    assert exe(np.arange(5, dtype=np.float32), np.array([-1, 0, 4]))[0].tolist() == [4, 0, 4]
+
+
+GPU = cuda.unavailable() if NVRTC is None else NVRTC
+
+
+@pytest.mark.skipif(GPU is not None, reason=f"needs a CUDA GPU: {GPU}")
+def test_every_op_on_gpu() -> None:
+    bad = []
+    for case in CASES:
+        msg = run_case(cuda.compile(case.fn), case, lambda x: x.get())
+        if msg:
+            bad.append(f"{case.label}: {msg}")
+    assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:5])
