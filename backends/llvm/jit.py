@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from .pool import ensure_pool
 from .target import Target, init
 
 
@@ -52,6 +53,7 @@ def load_object(obj: bytes, target: Target, symbols: list[str]) -> Loaded:
     """Load object code into a new MCJIT engine; external symbols (BLAS, libmvec,
     libc) resolve by name here."""
     init()
+    ensure_pool()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()

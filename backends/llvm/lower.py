@@ -26,8 +26,9 @@ from yota.ir.core import Function, Value
 
 from .kernel import Access, Kernel, build, contiguous_strides, fill_kernel, identity, normalize
 from .layout import Layout, Loc, build_layout
+from .pool import SYMBOL as POOL_SYMBOL
 from .target import Target
-from .types import I1, I8, I32, I64, PTR, declare, i64, mem_type
+from .types import I1, I8, I32, I64, PTR, VOID, declare, i64, mem_type
 
 ENTRY = "yota_main"
 ENTRY_OBJ = "yota_main_arrays"
@@ -35,8 +36,9 @@ ENTRY_OBJ = "yota_main_arrays"
 # byte offsets of PyArrayObject's data, nd, dimensions and flags, and the flag bits
 # C_CONTIGUOUS | ALIGNED.
 ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
-PAR_WORK = 8e6  # kernel work (element-operations) above which threads pay off
+PAR_WORK = 2e6  # kernel work (element-operations) above which a kernel is split
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
+CHUNKS_PER_THREAD = 4  # chunks are claimed dynamically: a busy core gets fewer
 
 
 @dataclass
@@ -55,6 +57,7 @@ class ModuleGen:
     failures: list[dict[str, Any]] = field(default_factory=list)
     functions: dict[str, tuple[ir.Function, int]] = field(default_factory=dict)
     kernels: dict[str, ir.Function] = field(default_factory=dict)
+    runners: dict[str, ir.Function] = field(default_factory=dict)
     counter: int = 0
 
     def __post_init__(self) -> None:
@@ -72,6 +75,14 @@ class ModuleGen:
             self.kernels[key] = build(k, self.module, self.target, self.fresh("yota.kernel"))
         return self.kernels[key]
 
+    def chunk_runner(self, kfn: ir.Function, nparams: int, nextra: int) -> ir.Function:
+        """``chunks(ctx, slot)``: run ``kfn`` on chunks until none is left (one per
+        kernel)."""
+        key = f"{kfn.name}/{nparams}/{nextra}"
+        if key not in self.runners:
+            self.runners[key] = _chunk_runner(self, kfn, nparams, nextra)
+        return self.runners[key]
+
     def function(self, fn: Function) -> tuple[ir.Function, int]:
         """The LLVM function of IR function ``fn`` and its workspace size in bytes."""
         if fn.name not in self.functions:
@@ -81,6 +92,42 @@ class ModuleGen:
     def failure(self, record: dict[str, Any]) -> int:
         self.failures.append(record)
         return len(self.failures)
+
+
+# The context of a split kernel, i64 words on the caller's stack: next chunk to claim,
+# number of chunks, chunk size, extent of axis 0; the kernel's pointer parameters; then
+# each slot's partial-reduction pointers.
+CTX_HEAD = 4
+
+
+def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int) -> ir.Function:
+    chunks = ir.Function(mg.module, ir.FunctionType(VOID, [PTR, I64]), mg.fresh("yota.chunks"))
+    chunks.linkage = "internal"
+    b = ir.IRBuilder(chunks.append_basic_block("entry"))
+    ctx, slot = chunks.args
+
+    def word(j: ir.Value | int) -> ir.Value:
+        return b.load(b.gep(ctx, [i64(j) if isinstance(j, int) else j], source_etype=I64),
+                      typ=I64)
+    ps = [b.inttoptr(word(CTX_HEAD + j), PTR) for j in range(nparams)]
+    first = b.add(i64(CTX_HEAD + nparams), b.mul(slot, i64(nextra)))
+    ps += [b.inttoptr(word(b.add(first, i64(r))), PTR) for r in range(nextra)]
+    n, step, d0 = word(1), word(2), word(3)
+    claim = chunks.append_basic_block("claim")
+    work = chunks.append_basic_block("work")
+    end = chunks.append_basic_block("done")
+    b.branch(claim)
+    b.position_at_end(claim)
+    c = b.atomic_rmw("add", ctx, i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", c, n), work, end)
+    b.position_at_end(work)
+    lo = b.mul(c, step)
+    hi = b.add(lo, step)
+    b.call(kfn, ps + [lo, b.select(b.icmp_signed("<", hi, d0), hi, d0)])
+    b.branch(claim)
+    b.position_at_end(end)
+    b.ret_void()
+    return chunks
 
 
 def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
@@ -280,38 +327,27 @@ class FnGen:
             self.b.call(self.mg.kernel(fk), [ptr, i64(0), i64(fk.domain[0])])
 
     def _parallel(self, k: Kernel, params: list[ir.Value], threads: int) -> None:
+        """Split axis 0 into chunks that this thread and ``threads - 1`` helpers claim
+        one at a time; reductions over axis 0 go to one partial buffer per thread."""
         d0 = k.domain[0]
         align = PAR_ALIGN if len(k.domain) == 1 else 1
-        step = -(-d0 // threads)
+        step = -(-d0 // (threads * CHUNKS_PER_THREAD))
         step = -(-step // align) * align
-        bounds = [(lo, min(lo + step, d0)) for lo in range(0, d0, step)]
-        # threads other than the first reduce over axis 0 into partial buffers
+        nchunks = -(-d0 // step)
         private = k.reduce[0] and bool(k.reductions)
-        k2 = k
-        red_params: list[int] = []
+        k2, slots = k, [[] for _ in range(threads)]
         if private:
             k2 = Kernel(k.domain, k.reduce, k.nparams + len(k.reductions), k.reads, k.ops,
                         k.stores, [])
             for j, (kind, vid, acc) in enumerate(k.reductions):
                 k2.reductions.append((kind, vid, Access(k.nparams + j, acc.offset,
                                                         acc.strides, acc.dtype)))
-                red_params.append(acc.param)
-        kfn = self.mg.kernel(k2)
-        chunk_params = []
-        partials: list[list[ir.Value]] = []
-        for t in range(len(bounds)):
-            ps = list(params)
-            if private:
-                extra = [params[p] for p in red_params]
-                if t:
-                    extra = [self._partial(k, kind, acc) for kind, _, acc in k.reductions]
-                partials.append(extra)
-                ps += extra
-            chunk_params.append(ps)
-        self._spawn(kfn, chunk_params, bounds)
-        for t in range(1, len(bounds)):
-            for (kind, _, acc), p in zip(k.reductions, partials[t] if private else [],
-                                         strict=False):
+            slots = [[params[acc.param] for _, _, acc in k.reductions]]
+            slots += [[self._partial(k, kind, acc) for kind, _, acc in k.reductions]
+                      for _ in range(threads - 1)]
+        self._run_chunks(self.mg.kernel(k2), params, slots, step, d0, nchunks)
+        for part in slots[1:] if private else []:
+            for (kind, _, acc), p in zip(k.reductions, part, strict=True):
                 self._combine_partial(k, kind, acc, params[acc.param], p)
 
     def _partial(self, k: Kernel, kind: str, acc: Access) -> ir.Value:
@@ -335,41 +371,20 @@ class FnGen:
         ck = normalize(ck)
         self.b.call(self.mg.kernel(ck), [out, part, i64(0), i64(ck.domain[0])])
 
-    def _spawn(self, kfn: ir.Function, chunk_params: list[list[ir.Value]],
-               bounds: list[tuple[int, int]]) -> None:
-        """Run chunk 0 here and the others on new threads (or here, if a thread cannot
-        be created)."""
+    def _run_chunks(self, kfn: ir.Function, params: list[ir.Value],
+                    slots: list[list[ir.Value]], step: int, d0: int, nchunks: int) -> None:
+        """Run ``kfn`` over chunks of axis 0 that this thread and the pool's helpers
+        (``pool.py``) claim one at a time; returns when all are done."""
         b, ab = self.b, self.ab
-        worker = self._worker(kfn, len(chunk_params[0]))
-        create = declare(self.mg.module, "pthread_create", I32, [PTR, PTR, PTR, PTR])
-        join = declare(self.mg.module, "pthread_join", I32, [I64, PTR])
-        started = []
-        for t in range(1, len(bounds)):
-            ps = chunk_params[t]
-            ctx = ab.alloca(ir.ArrayType(I64, len(ps) + 2))
-            tid = ab.alloca(I64)
-            for j, v in enumerate([b.ptrtoint(p, I64) for p in ps] + [i64(x) for x in bounds[t]]):
-                b.store(v, b.gep(ctx, [i64(0), i64(j)], inbounds=True))
-            rc = b.call(create, [tid, ir.Constant(PTR, None), worker, ctx])
-            started.append((rc, tid, ps, bounds[t]))
-        b.call(kfn, chunk_params[0] + [i64(bounds[0][0]), i64(bounds[0][1])])
-        for rc, tid, ps, (lo, hi) in started:
-            with b.if_else(b.icmp_signed("==", rc, ir.Constant(I32, 0))) as (ok, failed):
-                with ok:
-                    b.call(join, [b.load(tid, typ=I64), ir.Constant(PTR, None)])
-                with failed:
-                    b.call(kfn, ps + [i64(lo), i64(hi)])
-
-    def _worker(self, kfn: ir.Function, nparams: int) -> ir.Function:
-        w = ir.Function(self.mg.module, ir.FunctionType(PTR, [PTR]), self.mg.fresh("yota.worker"))
-        w.linkage = "internal"
-        wb = ir.IRBuilder(w.append_basic_block("entry"))
-        vals = [wb.load(wb.gep(w.args[0], [i64(j)], source_etype=I64), typ=I64)
-                for j in range(nparams + 2)]
-        ps = [wb.inttoptr(v, PTR) for v in vals[:nparams]]
-        wb.call(kfn, ps + vals[nparams:])
-        wb.ret(ir.Constant(PTR, None))
-        return w
+        nextra = len(slots[0])
+        chunks = self.mg.chunk_runner(kfn, len(params), nextra)
+        par = declare(self.mg.module, POOL_SYMBOL, VOID, [PTR, PTR, I64])
+        vals = [i64(v) for v in (0, nchunks, step, d0)] + [b.ptrtoint(p, I64) for p in params]
+        vals += [b.ptrtoint(p, I64) for slot in slots for p in slot]
+        ctx = ab.alloca(ir.ArrayType(I64, len(vals)))
+        for j, v in enumerate(vals):
+            b.store(v, b.gep(ctx, [i64(0), i64(j)], inbounds=True))
+        b.call(par, [chunks, ctx, i64(len(slots))])
 
     def copy(self, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
         if int(np.prod(shape, dtype=np.int64)) == 0:
