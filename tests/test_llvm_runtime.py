@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,3 +309,27 @@ def test_released_large_outputs_are_recycled_held_ones_never() -> None:
     fourth = exe(4 * ones)[0]
     assert fourth[-1] == -4 and fourth.ctypes.data == addr  # released: reused
     assert first[-1] == -1 and view[-1] == -2
+
+
+def test_split_kernels_survive_unloading_their_code() -> None:
+    """Helper threads never run a module's code after its call returned, so dropping
+    the executable right after a call is safe (run in a subprocess: a crash is SIGSEGV)."""
+    code = textwrap.dedent("""
+        import gc
+        import numpy as np
+        from yota.ir import Builder, TensorType
+        from yota.backends import llvm as native
+        x = np.random.default_rng(0).standard_normal((300, 70))
+        for i in range(60):
+            b = Builder(f"k{i}")
+            v = b.input(TensorType("f64", (300, 70)))
+            exe = native.compile(b.build([b.sum(b.tanh(v), axes=(i % 2,))]), threads=3,
+                                 par_work=0)
+            got = exe(x)[0]
+            assert np.allclose(got, np.tanh(x).sum(axis=i % 2))
+            del exe
+            gc.collect()
+        print("OK")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "OK" in r.stdout, (r.returncode, r.stderr[-2000:])
