@@ -2,7 +2,15 @@
 
 Tracing runs ``f`` on real values (as Yota.jl does): every tracer carries its example
 value, so Python control flow sees real numbers. Where Python asks a traced value for
-``bool``/``int``/``float``/``__index__``, the answer is recorded as a guard.
+``bool``/``int``/``float``/``__index__``/``item()``, the answer is recorded as a guard.
+
+Arrays from closures and globals are never silently frozen. One with at most
+``CONST_LIMIT`` elements becomes a constant of the program, and a compiled program
+checks before each call that it did not change in place (if it did, the function is
+traced again; ``play`` refuses the stale tape). A larger one is an implicit input, read
+at call time; rebinding its global name retraces. What user code computes from such
+arrays with plain NumPy (not traced) is a constant of the trace, as are Python numbers
+from closures and globals.
 """
 
 from __future__ import annotations
