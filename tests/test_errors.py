@@ -115,7 +115,7 @@ def test_unsupported_forms_found_when_lowering(f: Callable[..., Any], arg: np.nd
     assert_names(msg, part, where(f, "return"), f"in {f.__name__}")
 
 
-# -- Python's math on traced values --------------------------------------------------------------
+# -- Python's math on traced values ------------------------------------------------------------
 def math_exp(x: np.ndarray) -> Any:
     return x * math.exp(x[0])
 
@@ -132,7 +132,7 @@ def test_python_math_on_a_traced_value(f: Callable[..., Any], name: str, fix: st
     assert_names(msg, f"{name}()", where(f, name), f"in {f.__name__}", fix)
 
 
-# -- mutation and escaping the trace ------------------------------------------------------------------
+# -- mutation and escaping the trace -----------------------------------------------------------
 def setitem(x: np.ndarray) -> Any:
     x[0] = 1.0
     return x
@@ -209,7 +209,7 @@ def test_unsupported_result() -> None:
     assert_names(msg, "returns_string", where(returns_string, "def "), "returned a str")
 
 
-# -- shapes and dtypes -------------------------------------------------------------------------------
+# -- shapes and dtypes -------------------------------------------------------------------------
 def bad_matmul(x: np.ndarray, y: np.ndarray) -> Any:
     return np.tanh(x @ y)
 
@@ -257,7 +257,7 @@ def test_float16_made_inside(f: Callable[..., Any], part: str) -> None:
     assert_names(msg, part, "float16", where(f, "return"), f"in {f.__name__}")
 
 
-# -- gradients and replays ---------------------------------------------------------------------------
+# -- gradients and replays ---------------------------------------------------------------------
 def not_scalar(x: np.ndarray) -> Any:
     return x * 2
 

@@ -84,7 +84,7 @@ def outcome(fn: Function, args: list[np.ndarray]) -> list[np.ndarray] | str:
         return str(e)
 
 
-# -- one function per op ------------------------------------------------------------------------
+# -- one function per op -----------------------------------------------------------------------
 def one_op(build: Callable[[Builder], Any], *types: TensorType, loc: str | None = None,
            labels: bool = True) -> Function:
     b = Builder("f")

@@ -184,7 +184,7 @@ def test_log10(seed: int, layout: str) -> None:
         run_cases([(np.log10, ((shape, "p"),)) for shape in SHAPES], dtype, layout, seed, ulps=2)
 
 
-# -- elementwise, two operands (broadcasting) ----------------------------------------------------
+# -- elementwise, two operands (broadcasting) --------------------------------------------------
 PAIRS = [((), ()), ((3,), ()), ((), (2, 3)), ((2, 3), (3,)), ((3, 1), (1, 4)),
          ((0, 3), (1, 3)), ((2, 1, 3), (4, 1)), ((1,), (0,))]
 
@@ -271,7 +271,7 @@ def test_argreductions(fn: Callable[..., Any], seed: int, layout: str) -> None:
         run_cases(cases, dtype, layout, seed)
 
 
-# -- linear algebra -------------------------------------------------------------------------------
+# -- linear algebra ----------------------------------------------------------------------------
 # NumPy's matmul, dot and inner choose kernels (BLAS or their own loops) by layout, so a
 # product lowered to `matmul` may sum in another order: allow rounding at the result's scale.
 LINALG_ULPS = 4
@@ -407,7 +407,7 @@ def test_gather_labels(seed: int, layout: str, b: int, c: int) -> None:
         run_case(lambda x, i: x[:, i], ((3, c), ("int", (b,), c)), dtype, layout, seed)
 
 
-# -- constants made inside the function -----------------------------------------------------------
+# -- constants made inside the function --------------------------------------------------------
 CONSTANTS: list[tuple[str, Callable[..., Any]]] = [
     ("zeros", lambda x: x + np.zeros((3, 4))),
     ("zeros_f32", lambda x: x + np.zeros(4, dtype=np.float32)),
@@ -466,7 +466,7 @@ def test_methods(name: str, f: Callable[..., Any], seed: int, layout: str) -> No
         run_case(f, ((3, 4),), dtype, layout, seed)
 
 
-# -- NEP 50 promotion ---------------------------------------------------------------------------
+# -- NEP 50 promotion --------------------------------------------------------------------------
 PROMOTION: list[tuple[str, Callable[..., Any], tuple[Any, ...]]] = [
     ("f32_times_python_float", lambda x: x * 2.5, ((3,),)),
     ("python_float_plus_f32", lambda x: 0.1 + x, ((3,),)),

@@ -218,7 +218,7 @@ def test_convert(src: np.dtype, dst: np.dtype, shape: tuple[int, ...], seed: int
     assert_runs_as(lambda b, v: b.emit("convert", v, dtype=dst), [x], x.astype(dst))
 
 
-# -- constants, guards, calls, fused kernels --------------------------------------------------------
+# -- constants, guards, calls, fused kernels ---------------------------------------------------
 CONSTS = [np.array(np.nan), np.array(-0.0), np.array([np.inf, -np.inf, -0.0, 0.0, np.nan]),
           np.full((2, 3), -0.0), np.full((3,), np.nan, np.float32), np.array(0.1, np.float32),
           np.array([1e-45, 3.4e38, -1.5], np.float32), np.array([5e-324, 1.7976931348623157e308]),
@@ -306,7 +306,7 @@ def test_fused(seed: int, layout: str) -> None:
     assert_runs_as(make, [x, y], [s, np.sum(s, axis=1)])
 
 
-# -- shape ops -------------------------------------------------------------------------------------
+# -- shape ops ---------------------------------------------------------------------------------
 @covers("reshape")
 @SETTINGS
 @given(shape=shapes, dtype=floats, layout=layouts, seed=seeds)
@@ -391,7 +391,7 @@ def test_concatenate(shape: tuple[int, ...], dtype: np.dtype, layout: str, seed:
     assert_runs_as(lambda b, *v: b.concatenate(*v, axis=axis), xs, np.concatenate(xs, axis))
 
 
-# -- indexing ---------------------------------------------------------------------------------------
+# -- indexing ----------------------------------------------------------------------------------
 @covers("gather", "scatter_add")
 @SETTINGS
 @given(dtype=floats, layout=layouts, seed=seeds, axis=st.integers(0, 2), k=st.integers(1, 2),
@@ -416,7 +416,7 @@ def test_gather_and_scatter_add(dtype: np.dtype, layout: str, seed: int, axis: i
                    [upd, *idx], acc)
 
 
-# -- linear algebra and reductions -------------------------------------------------------------------
+# -- linear algebra and reductions -------------------------------------------------------------
 @covers("matmul")
 @SETTINGS
 @given(dtype=st.sampled_from([F32, F64, I64]), layout=layouts, seed=seeds,
@@ -453,7 +453,7 @@ def test_reductions(op: str, shape: tuple[int, ...], dtype: np.dtype, layout: st
         assert_runs_as(lambda b, v: b.emit(op, v, axis=axis), [x], want)
 
 
-# -- type errors ----------------------------------------------------------------------------------
+# -- type errors -------------------------------------------------------------------------------
 def t(dtype: np.dtype, *shape: int) -> TensorType:
     return TensorType(dtype, shape)
 

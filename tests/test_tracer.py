@@ -246,7 +246,7 @@ def test_tape_entries_hold_example_values() -> None:
     np.testing.assert_array_equal(val, np.exp(x) * 2.0)
 
 
-# -- closures and globals ------------------------------------------------------------------------
+# -- closures and globals ----------------------------------------------------------------------
 SMALL = np.arange(3.0)
 BIG = np.arange(float(yota.tracer.CONST_LIMIT + 5))
 
@@ -272,15 +272,16 @@ def test_small_global_is_a_constant_and_a_change_retraces() -> None:
     assert len(cf.programs[next(iter(cf.programs))]) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="Program.still_valid checks a constant's contents but "
-                   "not its global binding: rebinding a small global array is not detected")
 def test_small_global_rebinding_retraces() -> None:
     global SMALL
     SMALL = np.arange(3.0)
     x = np.ones(3)
     cf = yota.compile(uses_small, x, backend="interp")
+    _, tape = yota.trace(uses_small, x)
     SMALL = np.arange(3.0) + 5
     assert_tree_equal(cf(x), uses_small(x))
+    with pytest.raises(yota.TraceError, match="stale"):
+        yota.play(tape, x)
 
 
 def test_big_global_is_read_at_call_time() -> None:
@@ -333,7 +334,7 @@ def test_closure_arrays_are_not_frozen(n: int) -> None:
     assert inputs == (1 if n <= yota.tracer.CONST_LIMIT else 2)
 
 
-# -- Python control flow ----------------------------------------------------------------------------
+# -- Python control flow -----------------------------------------------------------------------
 def loop(x: np.ndarray, n: int) -> Any:
     acc = np.zeros_like(x)
     for i in range(n):
@@ -418,7 +419,7 @@ def test_static_arguments_need_no_guard() -> None:
     assert not tape.guards
 
 
-# -- primitives ----------------------------------------------------------------------------------------
+# -- primitives --------------------------------------------------------------------------------
 @yota.primitive
 def logistic(x: Any) -> Any:
     return 1 / (1 + np.exp(-x))

@@ -54,7 +54,7 @@ def play(tape: Tape, *args: Any) -> Any:
                              "was traced with (structure, static values, dtypes, shapes)")
     fn = tape.to_ir()
     program = Program.build(tape, fn, get_backend("interp").compile(fn))
-    if not program.still_valid():
+    if not (program.still_valid() and tape.bindings_hold()):
         raise TraceError(f"play: an array that {tape.fname} reads from a closure or global "
                          "was changed in place or rebound after the trace, so the tape is "
                          "stale; trace again (yota.compile retraces by itself)")
@@ -107,7 +107,7 @@ class CompiledFunction:
 
     def __call__(self, *args: Any) -> Any:
         for program in self.programs.get(signature(args), []):
-            if not program.still_valid():
+            if not (program.still_valid() and program.tape.bindings_hold()):
                 continue
             try:
                 return _restructure(program.tape.result, program(args))

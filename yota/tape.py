@@ -88,6 +88,7 @@ class Tape:
         self.leaf_vars: list[tuple[int, tuple[Any, ...], Var]] = []  # (arg, path, var)
         self.captured: list[Entry] = []
         self.argnames: list[str] = []
+        self.bound_consts: list[tuple[Any, dict[str, Any], str]] = []  # (array, globals, name)
         self._ir: dict[tuple[Any, ...], Any] = {}
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
@@ -108,6 +109,10 @@ class Tape:
                 e.value = None  # node is part of an input, and the printer shows its type
                 if isinstance(e.extra, tuple):  # a primitive's example arguments
                     e.extra = (e.extra[0], None)
+
+    def bindings_hold(self) -> bool:
+        """False when a global name whose array became a constant now names another."""
+        return all(scope.get(name) is arr for arr, scope, name in self.bound_consts)
 
     @property
     def guards(self) -> list[Entry]:

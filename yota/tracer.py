@@ -133,6 +133,9 @@ class TraceContext:
         var = self.tape.new_var(TensorType(a.dtype, a.shape))
         if a.size <= CONST_LIMIT or isinstance(arr, np.generic):
             entry = Entry("const", [var], value=a.copy(), extra=arr)
+            scope, name = _binding_name(arr) if isinstance(arr, np.ndarray) else (None, "")
+            if scope is not None:  # a global: rebinding its name makes the tape stale
+                self.tape.bound_consts.append((arr, scope, name))
         else:
             entry = Entry("captured", [var], value=arr, extra=_binding_name(arr),
                           loc=user_loc())
