@@ -34,8 +34,10 @@ An ``LLVMExecutable`` also carries ``.llvm_ir``, ``.optimized_ir`` and ``.assemb
 
 How ops become code: ``layout`` renders the memory plan as storage and views,
 ``emit`` is the op -> emitter table, ``kernel`` generates vectorized loop nests
-(``vecmath``: elementwise ops and libmvec transcendentals), ``lower`` builds the module,
-``jit`` optimizes, emits object code and loads it, ``runtime`` is the calling side.
+(``vecmath``: elementwise ops and libmvec transcendentals), ``lower`` builds the module
+(and splits large kernels over the helper threads of ``pool``), ``jit`` optimizes, emits
+object code and loads it, ``runtime`` is the calling side, ``target`` describes the host
+and binds the external symbols (libmvec, OpenBLAS's GEMMs, the pool).
 """
 
 from __future__ import annotations
