@@ -11,7 +11,8 @@ from typing import Any
 
 from yota.ir.errors import YotaError
 
-BACKENDS = {"interp": "yota.backends.interp", "llvm": "yota.backends.llvm"}
+BACKENDS = {"interp": "yota.backends.interp", "llvm": "yota.backends.llvm",
+            "cuda": "yota.backends.cuda"}
 DEFAULT_BACKEND = "llvm"
 
 

@@ -2,10 +2,10 @@
 integer and bool dtypes it takes), over shapes that include 0-d, empty, size-1 and odd
 lengths, with special values (0, -0.0, +-inf, NaN, denormals) among the inputs.
 
-Three levels, so that a machine without a GPU still checks most of it:
+Levels, so that a machine without a GPU still checks most of it:
 
-- NVRTC: every kernel generated for these programs compiles for sm_80 and sm_90 (needs
-  CuPy and the NVRTC wheel, not a GPU);
+- NVRTC: every kernel generated for these programs compiles for sm_80 and sm_90
+  (``test_cuda_nvrtc.py``: needs CuPy and the NVRTC wheel, not a GPU);
 - emulation: the same kernels, compiled as C++ for the CPU (``emulate.EmuDevice``), run
   and match the reference interpreter (needs g++);
 - device: on a real GPU (skipped without one; ``tools/gpu_check.py`` runs the full set).
@@ -337,23 +337,6 @@ EMU = emulation_available()
 def test_cases_cover_every_op() -> None:
     covered = {o for c in CASES for o in c.ops}
     assert set(OPS) - covered == set()
-
-
-@pytest.fixture(scope="module")
-def modules() -> list[cuda.Module]:
-    return [cuda.lower(c.fn) for c in CASES]
-
-
-@pytest.mark.skipif(NVRTC is not None, reason=f"NVRTC unavailable: {NVRTC}")
-@pytest.mark.parametrize("arch", cuda.DEFAULT_ARCHS)
-def test_every_kernel_compiles_with_nvrtc(arch: str, modules: list) -> None:
-    """All kernels of all op programs, in one NVRTC translation unit per architecture."""
-    from yota.backends.cuda.lower import module_source
-
-    kernels = {n: s for m in modules for n, s in m.kernels.items()}
-    assert len(kernels) > 100
-    cubin = cuda.compile_cubin(module_source(kernels.values()), arch)
-    assert cubin[:4] == b"\x7fELF"
 
 
 def emulator(fns: list[Function]) -> object:

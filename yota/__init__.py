@@ -17,6 +17,7 @@ from yota.ir.errors import (
 
 from . import numpy_map as _numpy_map  # noqa: F401  (installs Tracer methods)
 from .compile import CompiledFunction, compile, play
+from .device import to_device
 from .grad import GradientResult, grad, stats
 from .primitives import primitive
 from .rules import check_rule, diffrule, nodiff
@@ -31,5 +32,5 @@ __all__ = [
     "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
-    "update_",
+    "update_", "to_device",
 ]

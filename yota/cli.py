@@ -1101,6 +1101,42 @@ def _llvm_backend() -> ModuleType:
                         f"yet: {type(e).__name__}: {e}") from e
 
 
+@main.command("cuda")
+@target_options
+@click.option("--stage", type=click.Choice(list(STAGES)), default="planned", show_default=True,
+              help="Which IR to render (traced: the forward function alone).")
+@click.option("--check", "check_nvrtc", is_flag=True,
+              help="Also compile the module with NVRTC for --arch (needs CuPy and NVRTC, "
+                   "not a GPU).")
+@click.option("--arch", default="sm_90", show_default=True, metavar="sm_XX",
+              help="The GPU architecture --check compiles for.")
+@click.option("--fast-math", is_flag=True, help="As for `ir`; kernels also use CUDA's fast "
+              "intrinsics (__expf...) and FMA contraction.")
+def cuda_cmd(target: str, args_expr: str | None, example: str | None, seed: int, stage: str,
+             check_nvrtc: bool, arch: str, fast_math: bool) -> None:
+    """Print the CUDA C the CUDA backend generates for TARGET (no GPU needed).
+
+    \b
+    Examples:
+      yota-ir cuda model.py:loss --example example
+      yota-ir cuda model.py:loss --example example --check --arch sm_80
+    """
+    backend = importlib.import_module("yota.backends.cuda")
+    t = load_target(target, args_expr, example, seed)
+    fn = build_stages(trace_target(t), stage, fast_math=fast_math)[-1][1]
+    config = backend.Config(fast_math=fast_math)
+    click.echo(backend.cuda_source(fn, config=config).rstrip())
+    if check_nvrtc:
+        try:
+            sizes = backend.check(fn, (arch,), config=config)
+        except backend.CudaUnavailable as e:
+            raise ToolError(str(e)) from None
+        except backend.CudaCompileError as e:
+            raise ToolError(str(e), EXIT_INTERNAL) from None
+        click.echo(f"NVRTC: the module compiles for {arch} ({sizes[arch]} bytes of cubin)",
+                   err=True)
+
+
 def _accepts(f: Callable[..., Any], name: str) -> bool:
     try:
         params = inspect.signature(f).parameters

@@ -10,6 +10,7 @@ import numpy as np
 from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
+from . import device as _device
 from .program import Program, signature
 from .tape import Tape, Var
 from .tracer import rebuild_sequence, trace
@@ -21,7 +22,7 @@ def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
     def build(r: Any) -> Any:
         if isinstance(r, Var):
             v = next(it)
-            return np.asarray(v).item() if r.weak else v  # a weak value is a Python scalar
+            return _device.item(v) if r.weak else v  # a weak value is a Python scalar
         if isinstance(r, dict):
             return {k: build(v) for k, v in r.items()}
         if isinstance(r, (list, tuple)):
@@ -106,6 +107,7 @@ class CompiledFunction:
         return next(iter(self.programs.values()))[0].fn
 
     def __call__(self, *args: Any) -> Any:
+        args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"
         for program in self.programs.get(signature(args), []):
             if not (program.still_valid() and program.tape.bindings_hold()):
                 continue
@@ -116,7 +118,7 @@ class CompiledFunction:
         if self.f is None:
             raise SignatureError("this function was compiled from a tape; the arguments do not "
                                  "match its signature or a guard failed, and it cannot retrace")
-        _, tape = trace(self.f, *args)
+        _, tape = trace(self.f, *_device.host_values(args))
         return _restructure(tape.result, self._add(tape)(args))
 
 
@@ -131,5 +133,6 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
     """
     if isinstance(f, Tape):
         return CompiledFunction(None, f, backend)
-    _, tape = trace(f, *example_args)
+    example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
+    _, tape = trace(f, *_device.host_values(example_args))
     return CompiledFunction(f, tape, backend)

@@ -23,6 +23,7 @@ from yota.ir.core import Function
 from yota.ir.errors import GuardFailed, TraceError
 from yota.ir.printer import print_function
 
+from . import device as _device
 from . import structs
 from .program import Program, signature
 from .tape import Tape, Var
@@ -109,6 +110,7 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     >>> float(val), g[0], g[1]
     (9.0, array([3., 3.]), 3.0)
     """
+    args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
     if dynamic:
         program = _dynamic_program(f, args, backend, optimize)
         outs = program(args)
@@ -178,7 +180,7 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | 
 def _trace(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
     stats.traces += 1
     log.info("yota: tracing %s", getattr(f, "__name__", f))
-    val, tape = trace(f, *args)
+    val, tape = trace(f, *_device.host_values(args))  # tracing needs host values
     _check_scalar(tape, val, f)
     return val, tape
 

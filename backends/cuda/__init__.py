@@ -30,6 +30,8 @@ Public API
     NVRTC, source to machine code for ``sm_XX`` (no GPU needed): what a cache stores.
 ``check(fn, archs=("sm_80", "sm_90")) -> dict[str, int]``
     Compile ``fn``'s module for each architecture; cubin sizes by architecture.
+``use_device(device)``
+    Set the device ``compile`` uses by default (``emulate.EmuDevice()`` in tests).
 ``unavailable() -> str | None``
     None when a CUDA device can run programs here, else why not.
 ``target_key() -> dict``
@@ -56,7 +58,7 @@ from .runtime import CudaExecutable, CupyDevice, IndexOutOfRange
 
 __all__ = ["compile", "cuda_source", "lower", "compile_cubin", "check", "unavailable",
            "target_key", "Config", "CudaExecutable", "CupyDevice", "CudaUnavailable",
-           "CudaCompileError", "IndexOutOfRange", "DEFAULT_ARCHS"]
+           "CudaCompileError", "IndexOutOfRange", "DEFAULT_ARCHS", "use_device", "Module"]
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")
 _DEVICE: list[Any] = []
@@ -82,6 +84,15 @@ def default_device() -> CupyDevice:
     if not _DEVICE:
         _DEVICE.append(CupyDevice())
     return _DEVICE[0]
+
+
+def use_device(device: Any) -> None:
+    """Make ``device`` the default of ``compile`` (``emulate.EmuDevice()`` for tests
+    without a GPU, or a ``CupyDevice`` with another ``Config``); None: the current CUDA
+    device again."""
+    _DEVICE.clear()
+    if device is not None:
+        _DEVICE.append(device)
 
 
 def compile(fn: Function, *, device: Any = None, fast_math: bool | None = None

@@ -246,6 +246,15 @@ class EmuDevice:
         pass
 
     def input(self, a: Any) -> np.ndarray:
+        """Host arrays; objects with ``__cuda_array_interface__`` (the "device" memory is
+        host memory here) are read in place."""
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if cai is not None and not type(a) is np.ndarray:
+            shape, dt = tuple(cai["shape"]), np.dtype(cai["typestr"])
+            strides = cai.get("strides")
+            if strides is None:
+                strides = tuple(np.empty(shape, dt).strides) if shape else ()
+            return self.view(int(cai["data"][0]), shape, tuple(strides), dt, owner=a)
         return np.asarray(a)
 
     def is_array(self, a: Any) -> bool:

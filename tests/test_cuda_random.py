@@ -1,0 +1,106 @@
+"""The CUDA backend on random programs (``irgen``), as generated and after the default pass
+pipeline (fusion, batching, memory plan):
+
+- every kernel of 100 programs (200 functions) compiles with NVRTC for sm_80 and sm_90
+  (``test_cuda_nvrtc.py``);
+- on the CPU emulation of the kernels, results match the interpreter (float32 programs
+  within a float32 tolerance, as for the llvm backend; errors must be the same error);
+- on a GPU (skipped without one), the same; ``tools/gpu_check.py`` runs hundreds.
+
+``compare`` is shared with ``tools/gpu_check.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from yota.backends import cuda
+from yota.backends.cuda.emulate import emulation_available
+from yota.ir import Function, run
+from yota.ir.passes import optimize
+
+sys.path.insert(0, str(Path(__file__).parent))
+import irgen  # noqa: E402
+
+NVRTC = cuda.nvrtc_available()
+EMU = emulation_available()
+
+
+def _has_f32(fn: Function) -> bool:
+    fns = [fn, *fn.all_callees().values()]
+    return any(v.dtype == np.float32 for f in fns for op in f.ops for v in op.results)
+
+
+def compare(fn: Function, args: list[np.ndarray], exe: Callable[..., list[Any]],
+            to_host: Callable[[Any], np.ndarray] = np.asarray) -> str | None:
+    """None if ``exe`` (a compiled ``fn``) agrees with the interpreter on ``args``."""
+    try:
+        want, werr = run(fn, *args), None
+    except Exception as e:  # noqa: BLE001 - the backend must raise the same
+        want, werr = None, e
+    try:
+        got, gerr = [to_host(x) for x in exe(*args)], None
+    except Exception as e:  # noqa: BLE001
+        got, gerr = None, e
+    if werr is not None or gerr is not None:
+        if type(werr) is type(gerr) and str(werr) == str(gerr):
+            return None
+        return f"interpreter raised {werr!r}, cuda raised {gerr!r}"
+    assert got is not None and want is not None
+    if not _has_f32(fn):
+        return irgen.close_results(got, want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if g.dtype != w.dtype or g.shape != w.shape:
+            return f"output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        if g.dtype.kind != "f":
+            if not np.array_equal(g, w):
+                return f"output {i} differs\n{g}\n{w}"
+            continue
+        scale = max(1.0, float(np.max(np.abs(w[np.isfinite(w)]), initial=0)))
+        if not np.allclose(g, w, rtol=1e-4, atol=1e-4 * scale, equal_nan=True):
+            return f"output {i} not close\n{g}\n{w}"
+    return None
+
+
+def programs(seeds: range) -> list[tuple[int, str, Function, list[np.ndarray]]]:
+    out = []
+    for seed in seeds:
+        fn, args = irgen.random_program(np.random.default_rng(seed))
+        out += [(seed, "raw", fn, args), (seed, "optimized", optimize(fn), args)]
+    return out
+
+
+NVRTC_PROGRAMS = range(100)  # test_cuda_nvrtc.py compiles their kernels
+EMU_PROGRAMS = range(40)
+
+
+@pytest.mark.skipif(EMU is not None, reason=f"no CPU emulation: {EMU}")
+def test_random_programs_emulated() -> None:
+    from test_cuda_ops import emulator
+
+    progs = programs(EMU_PROGRAMS)
+    dev = emulator([fn for _, _, fn, _ in progs])
+    bad = []
+    for seed, label, fn, args in progs:
+        msg = compare(fn, args, cuda.compile(fn, device=dev))
+        if msg:
+            bad.append(f"seed {seed} ({label}): {msg}\n{fn}")
+    assert not bad, f"{len(bad)} mismatches; first:\n" + bad[0]
+
+
+GPU = cuda.unavailable() if NVRTC is None else NVRTC
+
+
+@pytest.mark.skipif(GPU is not None, reason=f"needs a CUDA GPU: {GPU}")
+def test_random_programs_on_gpu() -> None:
+    bad = []
+    for seed, label, fn, args in programs(range(100)):
+        msg = compare(fn, args, cuda.compile(fn), lambda x: x.get())
+        if msg:
+            bad.append(f"seed {seed} ({label}): {msg}")
+    assert not bad, f"{len(bad)} mismatches; first:\n" + bad[0]
