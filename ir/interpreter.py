@@ -70,7 +70,7 @@ def _as_type(val: Any, r: Value, opname: str) -> np.ndarray:
 
 def _guard_message(attrs: dict[str, Any], value: np.ndarray, loc: str | None) -> str:
     where = f" at {loc}" if loc else ""
-    got = np.asarray(value).reshape(())[()]
+    got = np.asarray(value).reshape(()).item()
     return (f"guard failed{where}: while tracing, {attrs['kind']}(...) of this value was "
             f"{attrs['expected']!r}, now the value is {got!r}; "
             "the program takes another branch and must be retraced")

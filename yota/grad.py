@@ -196,8 +196,10 @@ def _check_scalar(tape: Tape, val: Any, f: Any) -> None:
         return
     else:
         what = f"a {type(val).__name__}"
-    raise TraceError(f"yota.grad needs {name} to return a scalar float (0-d), but it returned "
-                     f"{what}; reduce it first (np.sum, np.mean) or differentiate one element")
+    where = f" ({tape.loc})" if tape.loc else ""
+    raise TraceError(f"yota.grad needs {name}{where} to return a scalar float (0-d), but it "
+                     f"returned {what}; reduce it first (np.sum, np.mean) or differentiate "
+                     "one element")
 
 
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,

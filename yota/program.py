@@ -52,8 +52,8 @@ class Program:
         for obj, snapshot in self.consts:
             if obj.shape != snapshot.shape or not np.array_equal(obj, snapshot, equal_nan=True):
                 return False
-        return all(scope is None or scope.get(name) is obj
-                   for obj, scope, name in self.captured)
+        return self.tape.bindings_hold() and all(
+            scope is None or scope.get(name) is obj for obj, scope, name in self.captured)
 
     def inputs(self, args: Sequence[Any]) -> list[Any]:
         return leaves_of(args) + [obj for obj, _, _ in self.captured]
