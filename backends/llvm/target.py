@@ -51,11 +51,14 @@ class Target:
                                        codemodel="jitdefault")
 
     def key(self) -> dict[str, Any]:
-        """The target's part of a cache key."""
+        """The target's part of a cache key (with the NumPy array field offsets the
+        array entry point reads)."""
+        from .lower import ARRAY_ABI
+
         return {"triple": self.triple, "cpu": self.cpu, "features": self.features,
                 "llvm": ".".join(map(str, llvm.llvm_version_info)),
                 "llvmlite": llvmlite.__version__, "mvec": list(self.mvec_isas),
-                "blas": self.blas}
+                "blas": self.blas, "array_abi": dict(ARRAY_ABI)}
 
 
 def init() -> None:
