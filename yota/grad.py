@@ -10,6 +10,7 @@ compiled program of any earlier identical tape, fed with the new inputs.
 from __future__ import annotations
 
 import logging
+import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from yota.ir.printer import print_function
 
 from . import device as _device
 from . import structs
-from .program import Program, signature
+from .program import Program, flatten_args
 from .tape import Tape, Var
 from .tracer import trace
 
@@ -110,7 +111,8 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     >>> float(val), g[0], g[1]
     (9.0, array([3., 3.]), 3.0)
     """
-    args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
+    if "cupy" in sys.modules:  # only then can an argument be a CuPy array
+        args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
     if dynamic:
         program = _dynamic_program(f, args, backend, optimize)
         outs = program(args)
@@ -121,7 +123,8 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
 
 def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
                 optimize: bool) -> tuple[Program, list[np.ndarray]]:
-    key = (signature(args), backend, optimize)
+    leaves, sig = flatten_args(args)
+    key = (sig, backend, optimize)
     per_fn = _static_cache.setdefault(_cache_owner(f), {})
     variants = per_fn.setdefault(key, _Variants())
     for program in list(variants.programs):
@@ -129,7 +132,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
             variants.programs.remove(program)
             continue
         try:
-            outs = program(args)
+            outs = program.run(leaves)
         except GuardFailed as e:
             stats.guard_failures += 1
             log.info("yota: %s", e)
@@ -229,24 +232,43 @@ def run_pipeline(fn: Function) -> Function:
 
 def _unpack(program: Program, outs: list[np.ndarray], args: Sequence[Any]
             ) -> tuple[Any, GradientResult]:
-    tape = program.tape
-    value = _scalar(outs[0], isinstance(tape.result, float) or _weak(tape.result))
-    by_leaf = dict(zip(program.fn.attrs.get("grads", ()), outs[1:], strict=True))
+    plan = _unpack_plan(program, args)
+    value = _scalar(outs[0], plan.value_is_float)
     grads: list[Any] = [None] * len(args)
-    structured: dict[int, dict[tuple[Any, ...], Any]] = {}
-    for i, (argnum, path, _) in enumerate(tape.leaf_vars):
-        if i not in by_leaf:
-            continue
-        g = by_leaf[i]
-        leaf = structs.get_path(args[argnum], path)
-        g = float(g) if type(leaf) is float else g
-        if path == () and structs.is_leaf(args[argnum]):
+    for argnum, path, j, as_float in plan.leaves:
+        g = float(outs[j]) if as_float else outs[j]
+        if path is None:
             grads[argnum] = g
         else:
-            structured.setdefault(argnum, {})[path] = g
-    for argnum, d in structured.items():
-        grads[argnum] = d
-    return value, GradientResult(grads, program, tape.argnames)
+            if grads[argnum] is None:
+                grads[argnum] = {}
+            grads[argnum][path] = g
+    return value, GradientResult(grads, program, program.tape.argnames)
+
+
+@dataclass(frozen=True)
+class _UnpackPlan:
+    """Where each gradient output goes: (argument, field path or None, output, as float)."""
+
+    value_is_float: bool
+    leaves: tuple[tuple[int, tuple[Any, ...] | None, int, bool], ...]
+
+
+def _unpack_plan(program: Program, args: Sequence[Any]) -> _UnpackPlan:
+    plan = getattr(program, "unpack_plan", None)
+    if plan is not None:
+        return plan
+    tape = program.tape
+    out_of = {leaf: j for j, leaf in enumerate(program.fn.attrs.get("grads", ()), start=1)}
+    leaves = []
+    for i, (argnum, path, _) in enumerate(tape.leaf_vars):
+        if i in out_of:
+            leaf = structs.get_path(args[argnum], path)
+            direct = path == () and structs.is_leaf(args[argnum])
+            leaves.append((argnum, None if direct else path, out_of[i], type(leaf) is float))
+    plan = _UnpackPlan(isinstance(tape.result, float) or _weak(tape.result), tuple(leaves))
+    program.unpack_plan = plan  # type: ignore[attr-defined]  # same signature, same plan
+    return plan
 
 
 def _weak(r: Any) -> bool:

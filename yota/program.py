@@ -21,14 +21,22 @@ from .tape import Tape
 
 def signature(args: Sequence[Any]) -> tuple[Any, ...]:
     """The cache key of an argument list: structure, static values, leaf dtypes and shapes."""
-    return tuple(structs.flatten(a)[1] for a in args)
+    return flatten_args(args)[1]
+
+
+def flatten_args(args: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    """The dynamic leaves of all arguments, in order, and the signature: one walk."""
+    leaves: list[Any] = []
+    defs = []
+    for a in args:
+        found, treedef = structs.flatten(a)
+        leaves.extend(v for _, v in found)
+        defs.append(treedef)
+    return leaves, tuple(defs)
 
 
 def leaves_of(args: Sequence[Any]) -> list[Any]:
-    out = []
-    for a in args:
-        out.extend(v for _, v in structs.flatten(a)[0])
-    return out
+    return flatten_args(args)[0]
 
 
 @dataclass
@@ -49,14 +57,19 @@ class Program:
 
     def still_valid(self) -> bool:
         """False when a constant array from user code changed or a global was rebound."""
+        if not (self.consts or self.captured or self.tape.bound_consts):
+            return True
         for obj, snapshot in self.consts:
             if obj.shape != snapshot.shape or not np.array_equal(obj, snapshot, equal_nan=True):
                 return False
         return self.tape.bindings_hold() and all(
             scope is None or scope.get(name) is obj for obj, scope, name in self.captured)
 
-    def inputs(self, args: Sequence[Any]) -> list[Any]:
-        return leaves_of(args) + [obj for obj, _, _ in self.captured]
+    def run(self, leaves: list[Any]) -> list[np.ndarray]:
+        """Run on the arguments' dynamic leaves (see ``flatten_args``)."""
+        if self.captured:
+            leaves = leaves + [obj for obj, _, _ in self.captured]
+        return self.exe(*leaves)
 
     def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return self.exe(*self.inputs(args))
+        return self.run(leaves_of(args))
