@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -34,16 +33,10 @@ needs_nvrtc = pytest.mark.skipif(NVRTC is not None, reason=f"NVRTC unavailable: 
 GOLDEN = Path(__file__).parent / "golden" / "cuda" / "tanh_mul_rowsum.cu"
 
 
-def _compile_one(source: str, arch: str, fast_compile: bool) -> int:
-    return len(cuda.compile_cubin(source, arch, fast_compile=fast_compile))
-
-
 def compile_archs(source: str, archs: tuple[str, ...], fast_compile: bool = False
                   ) -> dict[str, int]:
-    """``compile_cubin`` for each architecture, in parallel processes (NVRTC holds the GIL)."""
-    with ProcessPoolExecutor(len(archs)) as ex:
-        sizes = ex.map(_compile_one, [source] * len(archs), archs, [fast_compile] * len(archs))
-        return dict(zip(archs, sizes, strict=True))
+    cubins = cuda.compile_archs(source, archs, fast_compile=fast_compile)
+    return {a: len(c) for a, c in cubins.items()}
 
 
 def all_kernels() -> dict[str, str]:

@@ -28,6 +28,8 @@ Public API
     Kernels, per-function steps, constants and failure records, for inspection.
 ``compile_cubin(source, arch, *, fast_math=False) -> bytes``
     NVRTC, source to machine code for ``sm_XX`` (no GPU needed): what a cache stores.
+``compile_archs(source, archs, ...) -> dict[str, bytes]``
+    The same for several architectures, in parallel processes.
 ``check(fn, archs=("sm_80", "sm_90")) -> dict[str, int]``
     Compile ``fn``'s module for each architecture; cubin sizes by architecture.
 ``use_device(device)``
@@ -53,10 +55,16 @@ from yota.ir.verifier import maybe_verify
 
 from .kernel import Config
 from .lower import Module, lower_module
-from .nvrtc import CudaCompileError, CudaUnavailable, compile_cubin, nvrtc_version
+from .nvrtc import (
+    CudaCompileError,
+    CudaUnavailable,
+    compile_archs,
+    compile_cubin,
+    nvrtc_version,
+)
 from .runtime import CudaExecutable, CupyDevice, IndexOutOfRange
 
-__all__ = ["compile", "cuda_source", "lower", "compile_cubin", "check", "unavailable",
+__all__ = ["compile", "cuda_source", "lower", "compile_cubin", "compile_archs", "check", "unavailable",
            "target_key", "Config", "CudaExecutable", "CupyDevice", "CudaUnavailable",
            "CudaCompileError", "IndexOutOfRange", "DEFAULT_ARCHS", "use_device", "Module"]
 
@@ -114,8 +122,8 @@ def check(fn: Function, archs: Sequence[str] = DEFAULT_ARCHS, *,
     returns the cubin size per architecture. Raises ``CudaCompileError`` with NVRTC's
     log if a kernel does not compile."""
     mod = lower(fn, config=config)
-    src = mod.source()
-    return {a: len(compile_cubin(src, a, fast_math=mod.cfg.fast_math)) for a in archs}
+    cubins = compile_archs(mod.source(), list(archs), fast_math=mod.cfg.fast_math)
+    return {a: len(c) for a, c in cubins.items()}
 
 
 def unavailable() -> str | None:

@@ -15,6 +15,7 @@ thread counts low and still has two warps.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -176,6 +177,8 @@ class EmuDevice:
         self.cfg = cfg or Config(block=64, target_blocks=4, max_grid=4)
         self.max_blocks = max_blocks
         self.dir = cache_dir or tempfile.mkdtemp(prefix="yota-emu-")
+        if cache_dir is None:
+            atexit.register(shutil.rmtree, self.dir, True)
         self.libs: list[tuple[set[str], _Lib]] = []
         self.launches = 0
 
@@ -249,7 +252,7 @@ class EmuDevice:
         """Host arrays; objects with ``__cuda_array_interface__`` (the "device" memory is
         host memory here) are read in place."""
         cai = getattr(a, "__cuda_array_interface__", None)
-        if cai is not None and not type(a) is np.ndarray:
+        if cai is not None and type(a) is not np.ndarray:
             shape, dt = tuple(cai["shape"]), np.dtype(cai["typestr"])
             strides = cai.get("strides")
             if strides is None:

@@ -325,50 +325,76 @@ def _reduction_setup(k: Kernel, params: Params, kept: list[int], ix: str
     return lines, bases
 
 
-def render_reduction(k: Kernel, name: str, cfg: Config, sch: Schedule,
-                     partials: list[int]) -> str:
-    """A row or column reduction; with ``sch.splits > 1`` the reductions write partial
-    results to the parameters ``partials`` (one per reduction) instead."""
+@dataclass(frozen=True)
+class _Acc:
+    """One reduction's accumulator: C variable, C type, kind, value id, output access."""
+
+    var: str
+    ctype: str
+    kind: str
+    vid: int
+    acc: Access
+    vdt: np.dtype
+
+    def ident(self) -> str:
+        return identity(self.kind, self.vdt)
+
+
+def _accumulators(k: Kernel) -> list[_Acc]:
+    return [_Acc(f"a{j}", acc_type(k.nodes[vid].dtype), kind, vid, acc, k.nodes[vid].dtype)
+            for j, (kind, vid, acc) in enumerate(k.reductions)]
+
+
+def _kept_loop(row: bool, ix: str, nk: int, B: int) -> str:
+    """Row: one block per kept index; column: one thread per kept index."""
+    if row:
+        return f"  for ({ix} kk = blockIdx.x; kk < {nk}; kk += gridDim.x) {{"
+    return (f"  for ({ix} kk = ({ix})blockIdx.x * {B} + threadIdx.x; kk < {nk}; "
+            f"kk += ({ix})gridDim.x * {B}) {{")
+
+
+def _finish(accs: list[_Acc], row: bool, B: int, write: Any) -> list[str]:
+    """Combine across the block (row schedules), then thread 0 (row) or every thread
+    (column) writes: ``write(acc)`` is the C statement."""
+    out = []
+    if row:
+        out += [f"{a.var} = y_block_reduce<{B}>({a.var}, ({a.ctype}){a.ident()}, "
+                f"{COMBINE[a.kind]}(), s{j});" for j, a in enumerate(accs)]
+    guard = "if (threadIdx.x == 0) " if row else ""
+    return out + [guard + write(j, a) for j, a in enumerate(accs)]
+
+
+def render_reduction(k: Kernel, name: str, cfg: Config, sch: Schedule) -> str:
+    """A row or column reduction; with ``sch.splits > 1`` each reduction writes partial
+    results to an extra parameter ``q<j>`` (``S`` per kept index) instead."""
     params, ix = _params(k), index_type(k)
     B, S = cfg.block, sch.splits
     kept, red, nk, nr = _split_axes(k)
     row = sch.kind == "row"
     setup, bases = _reduction_setup(k, params, kept, ix)
-    body = Body(k, params, cfg.fast_math).lines(
-        lambda acc: offset(acc, red, "r", bases[acc]))
-    accs = []
-    for j, (kind, vid, acc) in enumerate(k.reductions):
-        at = acc_type(k.nodes[vid].dtype)
-        accs.append((f"a{j}", at, kind, vid, acc))
-    extra = [f"{at}* __restrict__ q{j}" for j, (_, at, _, _, _) in enumerate(accs)] if S > 1 else []
+    body = Body(k, params, cfg.fast_math).lines(lambda acc: offset(acc, red, "r", bases[acc]))
+    accs = _accumulators(k)
+    extra = [f"{a.ctype}* __restrict__ q{j}" for j, a in enumerate(accs)] if S > 1 else []
     lines = [_head(name, cfg, params.signature(extra))]
     if row:
-        lines += [f"  __shared__ {at} s{j}[{B // 32}];" for j, (_, at, _, _, _) in enumerate(accs)]
-        lines.append(f"  for ({ix} kk = blockIdx.x; kk < {nk}; kk += gridDim.x) {{")
+        lines += [f"  __shared__ {a.ctype} s{j}[{B // 32}];" for j, a in enumerate(accs)]
         loop = (f"for ({ix} rr = ({ix})blockIdx.y * {B} + threadIdx.x; rr < {nr}; "
                 f"rr += {S * B}) {{")
     else:
-        lines.append(f"  for ({ix} kk = ({ix})blockIdx.x * {B} + threadIdx.x; kk < {nk}; "
-                     f"kk += ({ix})gridDim.x * {B}) {{")
         loop = f"for ({ix} rr = blockIdx.y; rr < {nr}; rr += {S}) {{"
+    lines.append(_kept_loop(row, ix, nk, B))
     inner = coords("kk", kept, k.domain, ix, "k") + setup
-    inner += [f"{at} {a} = {identity(kind, k.nodes[vid].dtype)};"
-              for a, at, kind, vid, _ in accs]
+    inner += [f"{a.ctype} {a.var} = {a.ident()};" for a in accs]
     inner += [loop, *_indent(coords("rr", red, k.domain, ix, "r") + body, 2)]
-    inner += [f"  {a} = {COMBINE[kind]}()({a}, ({at})v{vid});" for a, at, kind, vid, _ in accs]
+    inner += [f"  {a.var} = {COMBINE[a.kind]}()({a.var}, ({a.ctype})v{a.vid});" for a in accs]
     inner.append("}")
-    for j, (a, at, kind, vid, acc) in enumerate(accs):
-        if row:
-            inner.append(f"{a} = y_block_reduce<{B}>({a}, ({at}){identity(kind, k.nodes[vid].dtype)}, "
-                         f"{COMBINE[kind]}(), s{j});")
-    guard = "if (threadIdx.x == 0) " if row else ""
-    for j, (a, at, kind, vid, acc) in enumerate(accs):
+
+    def write(j: int, a: _Acc) -> str:
         if S > 1:
             slot = f"kk * {S} + blockIdx.y" if row else f"({ix})blockIdx.y * {nk} + kk"
-            inner.append(f"{guard}q{j}[{slot}] = {a};")
-        else:
-            inner.append(f"{guard}{params.ref(acc)}[{bases[acc]}] = "
-                         f"{_store_acc(a, k.nodes[vid].dtype, acc.dtype)};")
+            return f"q{j}[{slot}] = {a.var};"
+        return f"{params.ref(a.acc)}[{bases[a.acc]}] = {_store_acc(a.var, a.vdt, a.acc.dtype)};"
+    inner += _finish(accs, row, B, write)
     lines += _indent(inner, 4) + ["  }", "}"]
     return "\n".join(lines)
 
@@ -388,31 +414,24 @@ def render_stage2(k: Kernel, name: str, cfg: Config, sch: Schedule) -> str:
     B, S = cfg.block, sch.splits
     kept, _, nk, _ = _split_axes(k)
     row = sch.kind == "row"
-    accs = [(f"a{j}", acc_type(k.nodes[vid].dtype), kind, vid, acc)
-            for j, (kind, vid, acc) in enumerate(k.reductions)]
-    extra = [f"const {at}* __restrict__ q{j}" for j, (_, at, _, _, _) in enumerate(accs)]
+    accs = _accumulators(k)
+    extra = [f"const {a.ctype}* __restrict__ q{j}" for j, a in enumerate(accs)]
     lines = [_head(name, cfg, params.signature(extra))]
     if row:
-        lines += [f"  __shared__ {at} s{j}[{B // 32}];" for j, (_, at, _, _, _) in enumerate(accs)]
-        lines.append(f"  for ({ix} kk = blockIdx.x; kk < {nk}; kk += gridDim.x) {{")
+        lines += [f"  __shared__ {a.ctype} s{j}[{B // 32}];" for j, a in enumerate(accs)]
         loop, slot = f"for (int s = threadIdx.x; s < {S}; s += {B}) {{", f"kk * {S} + s"
     else:
-        lines.append(f"  for ({ix} kk = ({ix})blockIdx.x * {B} + threadIdx.x; kk < {nk}; "
-                     f"kk += ({ix})gridDim.x * {B}) {{")
         loop, slot = f"for (int s = 0; s < {S}; ++s) {{", f"({ix})s * {nk} + kk"
+    lines.append(_kept_loop(row, ix, nk, B))
     inner = coords("kk", kept, k.domain, ix, "k")
-    inner += [f"{at} {a} = {identity(kind, k.nodes[vid].dtype)};" for a, at, kind, vid, _ in accs]
+    inner += [f"{a.ctype} {a.var} = {a.ident()};" for a in accs]
     inner.append(loop)
-    inner += [f"  {a} = {COMBINE[kind]}()({a}, q{j}[{slot}]);"
-              for j, (a, at, kind, vid, _) in enumerate(accs)]
+    inner += [f"  {a.var} = {COMBINE[a.kind]}()({a.var}, q{j}[{slot}]);"
+              for j, a in enumerate(accs)]
     inner.append("}")
-    guard = "if (threadIdx.x == 0) " if row else ""
-    for j, (a, at, kind, vid, acc) in enumerate(accs):
-        if row:
-            inner.append(f"{a} = y_block_reduce<{B}>({a}, ({at}){identity(kind, k.nodes[vid].dtype)}, "
-                         f"{COMBINE[kind]}(), s{j});")
-        inner.append(f"{guard}{params.ref(acc)}[{offset(acc, kept, 'k')}] = "
-                     f"{_store_acc(a, k.nodes[vid].dtype, acc.dtype)};")
+    inner += _finish(accs, row, B, lambda j, a: (
+        f"{params.ref(a.acc)}[{offset(a.acc, kept, 'k')}] = "
+        f"{_store_acc(a.var, a.vdt, a.acc.dtype)};"))
     lines += _indent(inner, 4) + ["  }", "}"]
     return "\n".join(lines)
 

@@ -216,7 +216,7 @@ class FnGen:
             for _, vid, _ in k.reductions:
                 item = np.dtype(_acc_np(acc_type(k.nodes[vid].dtype))).itemsize
                 partials.append(self.scratch(nk * sch.splits * item))
-        name = self.mod.kernel(render_reduction(k, "NAME", self.cfg, sch, []))
+        name = self.mod.kernel(render_reduction(k, "NAME", self.cfg, sch))
         self.steps.append(Launch(name, sch.grid, block, tuple(refs + partials)))
         if sch.splits > 1:
             outs = sorted({a.param for _, _, a in k.reductions})

@@ -6,6 +6,8 @@ without a GPU (CuPy's high-level compile helpers query the device). One function
 from __future__ import annotations
 
 import functools
+import os
+from collections.abc import Sequence
 from typing import Any
 
 from yota.ir.errors import YotaError
@@ -70,3 +72,24 @@ def compile_cubin(source: str, arch: str, *, fast_math: bool = False,
         return bytes(nvrtc.getCUBIN(prog))
     finally:
         nvrtc.destroyProgram(prog)
+
+
+def _cubin_job(args: tuple[str, str, bool, bool]) -> bytes:
+    source, arch, fast_math, fast_compile = args
+    return compile_cubin(source, arch, fast_math=fast_math, fast_compile=fast_compile)
+
+
+def compile_archs(source: str, archs: Sequence[str], *, fast_math: bool = False,
+                  fast_compile: bool = False) -> dict[str, bytes]:
+    """``compile_cubin`` for each architecture; several run in parallel in fresh
+    processes (NVRTC holds the GIL; fresh processes, not forks, are safe next to
+    threads)."""
+    jobs = [(source, a, fast_math, fast_compile) for a in archs]
+    if len(jobs) == 1:
+        return {archs[0]: _cubin_job(jobs[0])}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(len(jobs), os.cpu_count() or 1), mp_context=ctx) as ex:
+        return dict(zip(archs, ex.map(_cubin_job, jobs), strict=True))
