@@ -270,10 +270,28 @@ def _misc_cases(rng: np.random.Generator) -> list[Case]:
     fn = b.build([r[0], r[1]])
     x0 = np.array([[0.5, 1.0], [1.0, 1.0], [2.9, 1.0]])
     out.append(Case("call_guard", fn, [x0], "ulp", ("call", "guard")))
-    for fn0 in (irgen.w2_loss(1000), irgen.mlp_loss(8, (6, 5, 4, 10))):
+    fns = [irgen.w2_loss(1000), irgen.mlp_loss(8, (6, 5, 4, 10))]
+    fns += [_logsumexp(s, a, dt) for s, a, dt in [((300, 37), 1, "f32"), ((300, 37), 0, "f64"),
+                                                  ((5, 3000), 1, "f64"), ((3000, 5), 0, "f32")]]
+    for fn0 in fns:
         g = optimize(vjp(fn0, [i for i, v in enumerate(fn0.inputs) if v.dtype.kind == "f"]))
         out.append(Case(f"fused_{fn0.name}", g, irgen.example_inputs(g, rng), "sum", ("fused",)))
     return out
+
+
+def _logsumexp(shape: tuple[int, int], axis: int, dt: str) -> Function:
+    """``sum(logsumexp(X + b, axis))``: its gradient fuses reductions with elementwise
+    outputs, over rows or columns, with few or many kept indices."""
+    b = Builder(f"lse{axis}_{shape[0]}x{shape[1]}_{dt}")
+    x = b.input(TensorType(dt, shape), "X")
+    bias = b.input(TensorType(dt, (shape[1 - axis],)), "b")
+    bb = b.broadcast(bias if axis == 0 else b.reshape(bias, shape=(shape[0], 1)), shape=shape)
+    z = b.add(x, bb)
+    kept = (shape[0], 1) if axis == 1 else (1, shape[1])
+    m = b.max(z, axes=(axis,))
+    e = b.exp(b.sub(z, b.broadcast(b.reshape(m, shape=kept), shape=shape)))
+    lse = b.add(b.log(b.sum(e, axes=(axis,))), m)
+    return b.build([b.sum(lse, axes=(0,))])
 
 
 def op_programs(seed: int = 0) -> list[Case]:
