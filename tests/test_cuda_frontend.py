@@ -16,13 +16,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
-import yota
 from click.testing import CliRunner
 from yota.backends import cuda
 from yota.backends.cuda.emulate import emulation_available
-from yota.cli import main as cli_main
 from yota.ir.autodiff import vjp
 from yota.ir.passes import optimize
+
+import yota
+from yota.cli import main as cli_main
 
 sys.path.insert(0, str(Path(__file__).parent))
 import irgen  # noqa: E402
@@ -53,6 +54,8 @@ class FakeDeviceArray:
 def emu() -> Any:
     if EMU:
         pytest.skip(EMU)
+    # the frontend looks for device arrays only once CuPy is imported (no GPU needed)
+    pytest.importorskip("cupy", reason="CuPy is not installed (the cuda extra)")
     from yota.backends.cuda.emulate import EmuDevice
 
     cuda.use_device(EmuDevice())
