@@ -112,10 +112,12 @@ def ops(seeds: list[int]) -> dict[str, Any]:
 
     total, bad = 0, []
     for seed in seeds:
-        for case in op_programs(seed):
+        cases = op_programs(seed)
+        exes = cuda.compile_many([c.fn for c in cases])
+        for case, exe in zip(cases, exes, strict=True):
             total += 1
             try:
-                msg = run_case(cuda.compile(case.fn), case, to_host)
+                msg = run_case(exe, case, to_host)
             except Exception as e:  # noqa: BLE001
                 msg = f"raised {type(e).__name__}: {e}"
             if msg:
@@ -136,23 +138,27 @@ def random_programs(n: int) -> dict[str, Any]:
     from yota.ir.passes import optimize
 
     total, bad, dtypes = 0, [], {}
-    for seed in range(n):
-        for tame in (False, True):
-            fn, args = irgen.random_program(np.random.default_rng(seed + 100_000 * tame),
-                                            tame=tame)
-            dt = str(fn.inputs[0].dtype) if fn.inputs else "-"
-            for label, f in (("raw", fn), ("optimized", optimize(fn))):
-                total += 1
-                dtypes[dt] = dtypes.get(dt, 0) + 1
-                try:
-                    msg = compare(f, args, cuda.compile(f), to_host)
-                except Exception as e:  # noqa: BLE001
-                    msg = f"raised {type(e).__name__}: {e}"
-                if msg:
-                    bad.append(f"seed {seed} tame={tame} ({label}): {msg[:1500]}\n{f}")
-                    log(f"  MISMATCH {bad[-1][:300]}")
-        if seed % 50 == 49:
-            log(f"  {seed + 1}/{n} seeds, {len(bad)} mismatches")
+    for start in range(0, n, 50):  # 50 seeds (200 functions) per module
+        progs = []
+        for seed in range(start, min(n, start + 50)):
+            for tame in (False, True):
+                fn, args = irgen.random_program(np.random.default_rng(seed + 100_000 * tame),
+                                                tame=tame)
+                progs += [(seed, tame, "raw", fn, args),
+                          (seed, tame, "optimized", optimize(fn), args)]
+        exes = cuda.compile_many([p[3] for p in progs])
+        for (seed, tame, label, f, args), exe in zip(progs, exes, strict=True):
+            total += 1
+            dt = str(f.inputs[0].dtype) if f.inputs else "-"
+            dtypes[dt] = dtypes.get(dt, 0) + 1
+            try:
+                msg = compare(f, args, exe, to_host)
+            except Exception as e:  # noqa: BLE001
+                msg = f"raised {type(e).__name__}: {e}"
+            if msg:
+                bad.append(f"seed {seed} tame={tame} ({label}): {msg[:1500]}\n{f}")
+                log(f"  MISMATCH {bad[-1][:300]}")
+        log(f"  {min(n, start + 50)}/{n} seeds, {len(bad)} mismatches")
     if bad:
         REPORT["failures"].append(f"random programs: {len(bad)}/{total} differ")
     return {"functions": total, "failed": len(bad), "by_dtype": dtypes, "details": bad[:20]}
@@ -161,9 +167,10 @@ def random_programs(n: int) -> dict[str, Any]:
 # -- 4. models and the frontend ------------------------------------------------------------------------
 @section("models")
 def models() -> dict[str, Any]:
-    import yota
     from test_cuda_frontend import EXAMPLE_MODELS, model_gradients_match
     from yota.backends import cuda
+
+    import yota
 
     out: dict[str, Any] = {}
     for name in EXAMPLE_MODELS:
@@ -227,6 +234,7 @@ def median_ms(step: Callable[[], Any], sync: Callable[[], None], rounds: int) ->
 
 def _yota_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
     import cupy as cp
+
     import yota
 
     loss = w.loss(np)

@@ -15,6 +15,7 @@ synchronizes: its outputs are CuPy arrays whose values arrive in stream order.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +64,7 @@ class CupyDevice:
             raise CudaUnavailable(f"no usable CUDA device: {e}") from None
         self.arch = arch or f"sm_{cc}"
         self.cfg = cfg or Config()
+        self._loaded: dict[str, Any] = {}
 
     def key(self) -> dict[str, Any]:
         """What a cubin depends on (for cache keys)."""
@@ -73,8 +75,13 @@ class CupyDevice:
 
     # -- code -------------------------------------------------------------------------
     def load(self, source: str, names: Sequence[str]) -> Any:
-        cubin = compile_cubin(source, self.arch, fast_math=self.cfg.fast_math)
-        return self.load_cubin(cubin)
+        """The loaded module of ``source`` (compiled once per process per source)."""
+        key = hashlib.sha1(source.encode()).hexdigest()
+        handle = self._loaded.get(key)
+        if handle is None:
+            cubin = compile_cubin(source, self.arch, fast_math=self.cfg.fast_math)
+            handle = self._loaded[key] = self.load_cubin(cubin)
+        return handle
 
     def load_cubin(self, cubin: bytes) -> Any:
         mod = self.cp.cuda.function.Module()
