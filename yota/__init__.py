@@ -15,7 +15,9 @@ from yota.ir.errors import (
     YotaError,
 )
 
+from . import cache  # yota.cache: the on-disk cache of compiled programs
 from . import numpy_map as _numpy_map  # noqa: F401  (installs Tracer methods)
+from .aot import aot  # ahead-of-time compilation
 from .compile import CompiledFunction, compile, play
 from .device import to_device
 from .grad import GradientResult, grad, stats
@@ -32,5 +34,5 @@ __all__ = [
     "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
-    "update_", "to_device",
+    "update_", "to_device", "cache", "aot",
 ]

@@ -10,6 +10,7 @@ import numpy as np
 from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
+from . import cache as _disk_cache
 from . import device as _device
 from .program import Program, signature
 from .tape import Tape, Var
@@ -85,9 +86,11 @@ class CompiledFunction:
     """A traced function compiled for one signature; retraces on a new signature or a
     failed guard (Yota.jl's ``compile!``)."""
 
-    def __init__(self, f: Callable[..., Any] | None, tape: Tape, backend: str | None) -> None:
+    def __init__(self, f: Callable[..., Any] | None, tape: Tape, backend: str | None,
+                 cache: bool = True) -> None:
         self.f = f
         self.backend = backend
+        self.cache = cache  # consult the on-disk cache (yota.cache)
         self.programs: dict[Any, list[Program]] = {}
         self._add(tape)
 
@@ -98,7 +101,9 @@ class CompiledFunction:
             fn = optimize(fn)
         except ImportError:
             pass
-        program = Program.build(tape, fn, get_backend(self.backend).compile(fn))
+        exe = _disk_cache.compile_cached(fn, self.backend, kind="forward", use_cache=self.cache,
+                                         signature=_input_signature(tape))
+        program = Program.build(tape, fn, exe)
         self.programs.setdefault(_input_signature(tape), []).insert(0, program)
         return program
 
@@ -123,8 +128,9 @@ class CompiledFunction:
 
 
 def compile(f: Callable[..., Any] | Tape, *example_args: Any,
-            backend: str | None = None) -> CompiledFunction:
-    """Compile ``f`` for the signature of ``example_args`` (or compile a ``Tape``).
+            backend: str | None = None, cache: bool = True) -> CompiledFunction:
+    """Compile ``f`` for the signature of ``example_args`` (or compile a ``Tape``);
+    ``cache=False``: do not use the on-disk cache of compiled programs (``yota.cache``).
 
     >>> import numpy as np, yota
     >>> cf = yota.compile(lambda x: np.tanh(x) * 2.0, np.zeros(3))
@@ -132,7 +138,7 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
     array([0., 0., 0.])
     """
     if isinstance(f, Tape):
-        return CompiledFunction(None, f, backend)
+        return CompiledFunction(None, f, backend, cache)
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
     _, tape = trace(f, *_device.host_values(example_args))
-    return CompiledFunction(f, tape, backend)
+    return CompiledFunction(f, tape, backend, cache)

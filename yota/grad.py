@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from yota.backends import get_backend
 from yota.ir.autodiff import vjp
 from yota.ir.core import Function
 from yota.ir.errors import GuardFailed, TraceError
 from yota.ir.printer import print_function
 
+from . import cache as _disk_cache
 from . import device as _device
 from . import structs
 from .program import Program, flatten_args
@@ -103,8 +103,10 @@ _dynamic_cache: dict[str, Program] = {}
 
 
 def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
-         optimize: bool = True) -> tuple[Any, GradientResult]:
+         optimize: bool = True, cache: bool = True) -> tuple[Any, GradientResult]:
     """Value and gradient of scalar function ``f`` at ``args``.
+
+    ``cache=False``: do not use the on-disk cache of compiled programs (``yota.cache``).
 
     >>> import numpy as np, yota
     >>> val, g = yota.grad(lambda x, y: np.sum(x * y), np.array([1.0, 2.0]), 3.0)
@@ -114,15 +116,15 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     if "cupy" in sys.modules:  # only then can an argument be a CuPy array
         args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
     if dynamic:
-        program = _dynamic_program(f, args, backend, optimize)
+        program = _dynamic_program(f, args, backend, optimize, cache)
         outs = program(args)
     else:
-        program, outs = _static_run(f, args, backend, optimize)
+        program, outs = _static_run(f, args, backend, optimize, cache)
     return _unpack(program, outs, args)
 
 
 def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                optimize: bool) -> tuple[Program, list[np.ndarray]]:
+                optimize: bool, cache: bool = True) -> tuple[Program, list[np.ndarray]]:
     leaves, sig = flatten_args(args)
     key = (sig, backend, optimize)
     per_fn = _static_cache.setdefault(_cache_owner(f), {})
@@ -139,7 +141,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
             continue
         stats.hits += 1
         return program, outs
-    program = build_grad_program(f, args, backend, optimize)
+    program = build_grad_program(f, args, backend, optimize, cache)
     variants.programs.insert(0, program)
     return program, program(args)
 
@@ -166,13 +168,13 @@ class _Unweakrefable:
 
 
 def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                     optimize: bool) -> Program:
+                     optimize: bool, cache: bool = True) -> Program:
     val, tape = _trace(f, args)
     fn = tape.to_ir()
     key = f"{backend}|{optimize}|{print_function(fn)}"
     program = _dynamic_cache.get(key)
     if program is None:
-        program = _compile_grad(tape, fn, backend, optimize)
+        program = _compile_grad(tape, fn, backend, optimize, cache)
         _dynamic_cache[key] = program
     else:
         stats.hits += 1
@@ -206,19 +208,24 @@ def _check_scalar(tape: Tape, val: Any, f: Any) -> None:
 
 
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                       optimize: bool) -> Program:
+                       optimize: bool, cache: bool = True) -> Program:
     _, tape = _trace(f, args)
-    return _compile_grad(tape, tape.to_ir(), backend, optimize)
+    return _compile_grad(tape, tape.to_ir(), backend, optimize, cache)
 
 
-def _compile_grad(tape: Tape, fn: Function, backend: str | None, optimize: bool) -> Program:
+def _compile_grad(tape: Tape, fn: Function, backend: str | None, optimize: bool,
+                  cache: bool = True) -> Program:
     n_leaves = len(tape.leaf_vars)
     wrt = [i for i in range(n_leaves) if fn.inputs[i].dtype.kind == "f"]
     gfn = vjp(fn, wrt)
     if optimize:
         gfn = run_pipeline(gfn)
     stats.compiles += 1
-    return Program.build(tape, gfn, get_backend(backend).compile(gfn))
+    # the on-disk cache (yota.cache): the key comes from the printed IR, so a hit
+    # skips only the native compilation
+    exe = _disk_cache.compile_cached(gfn, backend, kind="grad", use_cache=cache,
+                                     signature=_disk_cache.tape_signature(tape))
+    return Program.build(tape, gfn, exe)
 
 
 def run_pipeline(fn: Function) -> Function:

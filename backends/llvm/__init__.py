@@ -29,6 +29,14 @@ Public API
     target (no recompilation; raises ``YotaError`` for another target).
 ``target_key() -> dict``
     What object code depends on (triple, CPU, features, LLVM version...): for cache keys.
+``options_key(threads=None, par_work=None, opt_level=3) -> dict``
+    The compile options ``compile`` would use (they shape the code, so caches key on them).
+``shared_object(fn, symbol) -> Artifact``
+    Object code for linking into a shared library (``gcc -shared``): position-independent,
+    kernels not split over threads, the entry point exported as ``symbol``.
+``stats``
+    Counters of this process: ``stats["compiles"]`` LLVM compilations of programs,
+    ``stats["loads"]`` object files loaded without compiling.
 
 An ``LLVMExecutable`` also carries ``.llvm_ir``, ``.optimized_ir`` and ``.assembly()``.
 
@@ -53,8 +61,10 @@ from .lower import ENTRY, ENTRY_OBJ, PAR_WORK, Options, lower_module
 from .runtime import Artifact, IndexOutOfRange, LLVMExecutable
 from .target import host
 
-__all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "LLVMExecutable",
-           "Artifact", "IndexOutOfRange"]
+__all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "options_key",
+           "shared_object", "stats", "LLVMExecutable", "Artifact", "IndexOutOfRange"]
+
+stats = {"compiles": 0, "loads": 0}
 
 
 def compile(fn: Function, *, threads: int | None = None, par_work: float | None = None,
@@ -65,6 +75,7 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
     process may use, at most 8); ``par_work``: the estimated work (element-operations)
     above which a kernel is split (default ``PAR_WORK``).
     """
+    stats["compiles"] += 1
     target = host()
     maybe_verify(fn)
     mg = lower_module(fn, target, _options(threads, par_work))
@@ -111,6 +122,7 @@ def save(exe: LLVMExecutable) -> bytes:
 
 def load(data: bytes | Artifact) -> LLVMExecutable:
     """An executable from ``save``'s bytes, for this machine's target."""
+    stats["loads"] += 1
     art = data if isinstance(data, Artifact) else Artifact.from_bytes(data)
     target = host()
     if art.meta.get("target") != target.key():
@@ -121,3 +133,35 @@ def load(data: bytes | Artifact) -> LLVMExecutable:
 
 def target_key() -> dict[str, Any]:
     return host().key()
+
+
+def options_key(threads: int | None = None, par_work: float | None = None,
+                opt_level: int = 3) -> dict[str, Any]:
+    """The options ``compile(fn, threads=..., par_work=..., opt_level=...)`` runs with."""
+    o = _options(threads, par_work)
+    return {"threads": o.threads, "par_work": o.par_work, "opt_level": opt_level}
+
+
+def shared_object(fn: Function, symbol: str, *, opt_level: int = 3) -> Artifact:
+    """Object code of ``fn`` for a shared library: ``reloc="pic"``, one thread (no helper
+    pool), ``yota_main`` exported as ``symbol`` (same arguments: inputs, outputs,
+    workspace) and the NumPy-object entry made internal. Still needs ``yota_sgemm`` /
+    ``yota_dgemm`` (when ``meta["target"]["blas"]``), libmvec and libc at link time."""
+    import llvmlite.binding as llvm
+
+    target = host()
+    maybe_verify(fn)
+    mg = lower_module(fn, target, Options(threads=1, par_work=PAR_WORK))
+    mod = optimize(str(mg.module), target, opt_level)
+    mod.get_function(ENTRY).name = symbol
+    mod.get_function(ENTRY_OBJ).linkage = "internal"
+    machine = llvm.Target.from_triple(target.triple).create_target_machine(
+        cpu=target.cpu, features=target.features, opt=opt_level, reloc="pic",
+        codemodel="default")
+    meta = {"format": 1, "name": fn.name, "symbol": symbol,
+            "inputs": [[list(v.shape), v.dtype.str] for v in fn.inputs],
+            "outputs": [[list(v.shape), v.dtype.str] for v in fn.outputs],
+            "input_labels": list(fn.input_labels), "output_labels": list(fn.output_labels),
+            "ws_bytes": mg.ws_bytes,  # type: ignore[attr-defined]
+            "failures": mg.failures, "target": target.key()}
+    return Artifact(machine.emit_object(mod), meta)
