@@ -6,8 +6,9 @@ each value gets a *location*: a storage (an input array, an output array, a regi
 the call's workspace, a constant uploaded once) with an element offset and element
 strides. A result the plan put in its operand's buffer (a ``transpose``, ``slice`` or
 ``broadcast``, or a ``reshape`` of a contiguous value) is a *view*: its location is the
-operand's, with other strides, and no code runs for it. Every other shape op is
-*materialized*: copied into the buffer the plan gave it. The plan keeps a buffer alive
+operand's, with other strides, and no code runs for it; so is any such shape op of an
+input or a constant that strides can express (nothing writes those during a call).
+Every other shape op is *materialized*: copied into the buffer the plan gave it. The plan keeps a buffer alive
 while views of it are read, so following it is safe on one stream.
 
 An output whose buffer holds nothing bigger is written straight into the caller's output
@@ -128,7 +129,7 @@ class _Builder:
             if r.type.nbytes == 0:
                 lay.loc[r] = Loc(-1, 0, (0,) * r.ndim)
                 continue
-            if op.name in VIEW_OPS and self._plan_view(op, r):
+            if op.name in VIEW_OPS and (self._plan_view(op, r) or self._read_only(op, r)):
                 src = op.operands[0]
                 cand = view_loc(op, lay.loc[src], src.shape)
                 if cand is not None:
@@ -141,6 +142,14 @@ class _Builder:
                 lay.loc[r] = Loc(self.buf_storage[b], 0, contiguous_strides(r.shape))
             else:  # no buffer, or one we cannot follow: a region of its own
                 lay.loc[r] = lay.fresh(r)
+
+    def _read_only(self, op: Op, r: Value) -> bool:
+        """A shape op of an input or a constant (never written during a call) can be a
+        view whenever strides express it, whatever buffer the plan gave it (a reshape of
+        a slice of an input, say)."""
+        st = self.lay.loc[op.operands[0]].storage
+        return (r not in self.fn.outputs and st >= 0
+                and self.lay.storages[st].kind in ("in", "const"))
 
     def _place_const(self, op: Op) -> None:
         lay, r = self.lay, op.result
