@@ -206,6 +206,17 @@ def _shape_cases(rng: np.random.Generator) -> list[Case]:
                         "sum" if dt[0] == "f" else "exact",
                         ("reshape", "transpose", "broadcast", "slice", "flip", "pad",
                          "concatenate", "sum_to")))
+    b = Builder("concat_pad")
+    x = b.input(TensorType("f32", (2, 3)))
+    z = b.input(TensorType("f32", (2, 0)))
+    t = b.transpose(b.input(TensorType("f32", (3, 2))), perm=(1, 0))
+    fn = b.build([b.concatenate(*([x, z, t, x] * 8), axis=1),  # more parts than one kernel takes
+                  b.concatenate(x, b.neg(x), axis=0),
+                  b.pad(x, low=(1, 0), high=(2, 3), interior=(2, 1)),
+                  b.pad(t, low=(0, 2), high=(1, 0), interior=(0, 3)),
+                  b.pad(z, low=(1, 1), high=(0, 2), interior=(1, 1))])
+    out.append(Case("concat_pad", fn, [sample(rng, v.shape, "f32") for v in fn.inputs], "exact",
+                    ("concatenate", "pad")))
     b = Builder("empty")
     x, y = b.input(TensorType("f32", (0, 3))), b.input(TensorType("f32", (3, 0)))
     fn = b.build([b.exp(x), b.sum(x, axes=(0,)), b.matmul(y, x), b.transpose(x, perm=(1, 0)),

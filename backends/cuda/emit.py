@@ -15,7 +15,14 @@ from yota.ir.ops.misc import splat_scalar
 from .kernel import Kernel, contiguous_strides
 from .layout import Loc, is_contiguous, view_loc
 from .lower import STATUS, Call, FnGen, Gemm, KernelArgs, Memset, View
-from .special import Strided, render_argext, render_guard, render_indexed
+from .special import (
+    Strided,
+    render_argext,
+    render_concat,
+    render_guard,
+    render_indexed,
+    render_pad,
+)
 
 Emitter = Callable[[FnGen, Op], None]
 EMITTERS: dict[str, Emitter] = {}
@@ -140,24 +147,34 @@ def _const(g: FnGen, op: Op) -> None:
 
 @emitter("concatenate")
 def _concatenate(g: FnGen, op: Op) -> None:
+    """One kernel per ``CONCAT_PARTS`` operands, each filling its slab of the output."""
     r, axis = op.result, op.attrs["axis"]
     out = g.loc(r)
-    start = 0
-    for v in op.operands:
-        dst = Loc(out.storage, out.offset + start * out.strides[axis], out.strides)
-        g.copy(v.shape, g.loc(v), v.dtype, dst)
-        start += v.shape[axis]
+    starts = np.cumsum([0] + [v.shape[axis] for v in op.operands])
+    parts = [(int(starts[j]), v) for j, v in enumerate(op.operands) if v.type.size]
+    for k in range(0, len(parts), CONCAT_PARTS):
+        chunk = parts[k:k + CONCAT_PARTS]
+        shape = list(r.shape)
+        shape[axis] = sum(v.shape[axis] for _, v in chunk)
+        dst = Loc(out.storage, out.offset + chunk[0][0] * out.strides[axis], out.strides)
+        src = render_concat(g.cfg, shape=tuple(shape), axis=axis, out=_strided(dst, r),
+                            parts=[(v.shape[axis], _strided(g.loc(v), v)) for _, v in chunk])
+        refs = [g.ref(dst, r.dtype)] + [g.ref(g.loc(v), v.dtype) for _, v in chunk]
+        g.special(src, g.grid_for(int(np.prod(shape))), refs)
+
+
+CONCAT_PARTS = 24  # pointer parameters of one kernel, besides the output
 
 
 @emitter("pad")
 def _pad(g: FnGen, op: Op) -> None:
     x, r = op.operands[0], op.result
+    if r.type.size == 0:
+        return
     out = g.loc(r)
-    if r.type.size:
-        g.steps.append(Memset(g.ref(out, r.dtype), r.type.nbytes))
-    off = out.offset + sum(lo * s for lo, s in zip(op.attrs["low"], out.strides, strict=True))
-    st = tuple(s * (it + 1) for s, it in zip(out.strides, op.attrs["interior"], strict=True))
-    g.copy(x.shape, g.loc(x), x.dtype, Loc(out.storage, off, st))
+    src = render_pad(g.cfg, shape=r.shape, low=op.attrs["low"], interior=op.attrs["interior"],
+                     x_shape=x.shape, x=_strided(g.loc(x), x), out=_strided(out, r))
+    g.special(src, g.grid_for(r.type.size), [g.ref(out, r.dtype), g.ref(g.loc(x), x.dtype)])
 
 
 # -- matrix products (cuBLAS through CuPy) -----------------------------------------------------

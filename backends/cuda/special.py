@@ -160,3 +160,60 @@ def render_guard(cfg: Config, *, dt: np.dtype, off: int, kind: str, expected: ob
         f"  const {t} x = px[{off}];",
         f"  if (!{guard_condition(dt, kind, expected)}) y_fail(status, {code}ULL, y_bits(x));",
         "}"])
+
+
+def _elementwise_head(cfg: Config, params: list[str], n: int, ix: str) -> list[str]:
+    return [f'extern "C" __global__ void __launch_bounds__({cfg.block}) NAME({", ".join(params)}) {{',
+            f"  for ({ix} i = ({ix})blockIdx.x * {cfg.block} + threadIdx.x; i < {n}; "
+            f"i += ({ix})gridDim.x * {cfg.block}) {{"]
+
+
+def render_concat(cfg: Config, *, shape: tuple[int, ...], axis: int, out: Strided,
+                  parts: list[tuple[int, Strided]]) -> str:
+    """Part of a concatenation in one kernel: ``shape`` is the region of the output the
+    ``parts`` (length along ``axis``, operand) fill, in order; parameter 0 is the output
+    (at the region's start), then one per part."""
+    t = ctype(out.dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    ix = _ix(n, _span(out, shape), *[_span(s, shape) for _, s in parts])
+    axes = list(range(len(shape)))
+    params = [f"{t}* __restrict__ po"] + [f"const {t}* __restrict__ p{j}"
+                                          for j in range(len(parts))]
+    body = coords("i", axes, shape, ix) + [f"{t} v;"]
+    start = 0
+    for j, (length, s) in enumerate(parts):
+        terms = [f"(c{axis} - {start}) * {s.strides[axis]}" if s.strides[axis] else ""]
+        terms += [f"c{a} * {s.strides[a]}" for a in axes if a != axis and s.strides[a]]
+        idx = " + ".join(x for x in terms if x) or "0"
+        cond = f"if (c{axis} < {start + length}) " if j < len(parts) - 1 else ""
+        body.append(f"{'else ' if j else ''}{cond}v = p{j}[{idx}];")
+        start += length
+    body.append(f"po[{offset(out, axes)}] = v;")  # type: ignore[arg-type]
+    lines = _elementwise_head(cfg, params, n, ix) + ["    " + b for b in body] + ["  }", "}"]
+    return "\n".join(lines)
+
+
+def render_pad(cfg: Config, *, shape: tuple[int, ...], low: tuple[int, ...],
+               interior: tuple[int, ...], x_shape: tuple[int, ...], x: Strided,
+               out: Strided) -> str:
+    """Zero padding in one kernel over the output: an element either comes from ``x``
+    (its offset from ``low`` is a multiple of ``interior + 1`` inside ``x``) or is 0."""
+    t = ctype(out.dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    ix = _ix(n, _span(out, shape), _span(x, x_shape))
+    axes = list(range(len(shape)))
+    body = coords("i", axes, shape, ix) + ["bool in = true;", f"{ix} src = 0;"]
+    for a in axes:
+        step = interior[a] + 1
+        body += [f"const {ix} q{a} = c{a} - {low[a]};",
+                 f"in = in && q{a} >= 0 && q{a} < {max(x_shape[a] - 1, 0) * step + 1}"
+                 + (f" && q{a} % {step} == 0;" if step > 1 else ";")]
+        if x.strides[a]:
+            body.append(f"src += (q{a} / {step}) * {x.strides[a]};" if step > 1
+                        else f"src += q{a} * {x.strides[a]};")
+    if any(d == 0 for d in x_shape):
+        body.append("in = false;")
+    body.append(f"po[{offset(out, axes)}] = in ? px[src] : ({t})0;")  # type: ignore[arg-type]
+    params = [f"{t}* __restrict__ po", f"const {t}* __restrict__ px"]
+    lines = _elementwise_head(cfg, params, n, ix) + ["    " + b for b in body] + ["  }", "}"]
+    return "\n".join(lines)
