@@ -211,12 +211,19 @@ class EmuDevice:
                 return lib
         return self.build(source, names)
 
-    def launch(self, handle: _Lib, name: str, grid: tuple[int, int, int],
-               block: tuple[int, int, int], args: list[int]) -> None:
+    def function(self, handle: _Lib, name: str) -> tuple[_Lib, int]:
+        return handle, handle.function(name)
+
+    def stream(self) -> None:
+        return None
+
+    def launch(self, f: tuple[_Lib, int], grid: tuple[int, int, int],
+               block: tuple[int, int, int], args: list[int], stream: Any) -> None:
         self.launches += 1
+        lib, addr = f
         arr = (ctypes.c_uint64 * max(1, len(args)))(*args)
         gx = min(grid[0], self.max_blocks)
-        handle.launch(handle.function(name), len(args), arr, gx, grid[1], grid[2], block[0])
+        lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0])
 
     # -- memory -------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

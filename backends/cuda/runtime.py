@@ -24,7 +24,7 @@ from yota.ir.errors import GuardFailed, SignatureError, YotaError
 from yota.ir.types import TensorType
 
 from .kernel import Config
-from .lower import STATUS, Call, FnPlan, Gemm, Launch, Memset, Module, View
+from .lower import STATUS, Call, FnPlan, Gemm, Launch, Memset, Module
 from .nvrtc import CudaUnavailable, compile_cubin, nvrtc_version
 
 try:  # the interpreter's own wording, so every backend fails with the same message
@@ -88,13 +88,19 @@ class CupyDevice:
         mod.load(cubin)
         return {"module": mod, "functions": {}}
 
-    def launch(self, handle: Any, name: str, grid: tuple[int, int, int],
-               block: tuple[int, int, int], args: list[int]) -> None:
+    def function(self, handle: Any, name: str) -> Any:
+        """Kernel ``name`` of a loaded module, ready for ``launch``."""
         fns = handle["functions"]
-        f = fns.get(name)
-        if f is None:
-            f = fns[name] = handle["module"].get_function(name)
-        f(grid, block, tuple(args), stream=self.cp.cuda.get_current_stream())
+        if name not in fns:
+            fns[name] = handle["module"].get_function(name)
+        return fns[name]
+
+    def stream(self) -> Any:
+        return self.cp.cuda.get_current_stream()
+
+    def launch(self, f: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+               args: list[int], stream: Any) -> None:
+        f(grid, block, tuple(args), stream=stream)
 
     # -- memory -----------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -181,6 +187,7 @@ class CudaExecutable:
         self._out = [(tuple(t.shape), np.dtype(t.dtype)) for t in module.outputs]
         self._labels = list(module.labels) or [None] * len(self._in)
         self._main = module.plans[module.main]
+        self._programs: dict[str, list[tuple[Any, ...]]] = {}
 
     def __call__(self, *args: Any) -> list[Any]:
         dev = self.device
@@ -213,35 +220,55 @@ class CudaExecutable:
             arr = dev.contiguous(arr, dt)
         return arr
 
+    def _compiled(self, plan: FnPlan) -> list[tuple[Any, ...]]:
+        """``plan``'s steps with kernels resolved and every pointer argument as (slot,
+        byte offset) into the per-call address list: storages, then status, then 0."""
+        prog = self._programs.get(plan.name)
+        if prog is not None:
+            return prog
+        n = len(plan.storages)
+        slot = lambda ref: (n if ref[0] == STATUS else ref[0] if ref[0] >= 0 else n + 1,  # noqa: E731
+                            ref[1])
+        prog = []
+        for step in plan.steps:
+            if type(step) is Launch:
+                fn = self.device.function(self.handle, step.name)
+                prog.append((Launch, fn, step.grid, step.block,
+                             tuple(slot(r) for r in step.args), tuple(step.scalars)))
+            elif type(step) is Memset:
+                prog.append((Memset, slot(step.ref), step.nbytes))
+            elif type(step) is Gemm:
+                prog.append((Gemm, *((slot(v.ref), v.shape, v.strides, v.dtype)
+                                     for v in (step.a, step.b, step.out))))
+            else:
+                prog.append((Call, self.module.plans[step.callee], tuple(map(slot, step.ins)),
+                             tuple(map(slot, step.outs)), slot(step.ws)))
+        self._programs[plan.name] = prog
+        return prog
+
     def _run(self, plan: FnPlan, ins: list[int], outs: list[int], ws: int, status: int,
              keep: Any = None) -> None:
         dev = self.device
-        bases = []
-        for st in plan.storages:
-            kind = st.kind
-            bases.append(ins[st.index] if kind == "in" else outs[st.index] if kind == "out"
-                         else ws + st.index if kind == "ws" else self._const_addr[st.index])
-
-        def addr(ref: tuple[int, int]) -> int:
-            s, off = ref
-            return (status if s == STATUS else bases[s] if s >= 0 else 0) + off
-        for step in plan.steps:
-            if type(step) is Launch:
-                dev.launch(self.handle, step.name, step.grid, step.block,
-                           [addr(r) for r in step.args] + list(step.scalars))
-            elif type(step) is Memset:
-                dev.memset(addr(step.ref), step.nbytes)
-            elif type(step) is Gemm:
-                dev.matmul(*(self._view(v, addr) for v in (step.a, step.b, step.out)))
-            elif type(step) is Call:
-                callee = self.module.plans[step.callee]
-                self._run(callee, [addr(r) for r in step.ins], [addr(r) for r in step.outs],
-                          addr(step.ws), status)
-            else:  # pragma: no cover
-                raise AssertionError(step)
-
-    def _view(self, v: View, addr: Any) -> Any:
-        return self.device.view(addr(v.ref), v.shape, v.strides, v.dtype)
+        consts = self._const_addr
+        addrs = [ins[st.index] if st.kind == "in" else outs[st.index] if st.kind == "out"
+                 else ws + st.index if st.kind == "ws" else consts[st.index]
+                 for st in plan.storages] + [status, 0]
+        launch, stream = dev.launch, dev.stream()
+        for step in self._compiled(plan):
+            kind = step[0]
+            if kind is Launch:
+                _, fn, grid, block, args, scalars = step
+                launch(fn, grid, block, [addrs[i] + o for i, o in args] + list(scalars), stream)
+            elif kind is Memset:
+                (i, o), nbytes = step[1], step[2]
+                dev.memset(addrs[i] + o, nbytes)
+            elif kind is Gemm:
+                dev.matmul(*(dev.view(addrs[i] + o, shape, strides, dt)
+                             for (i, o), shape, strides, dt in step[1:]))
+            else:
+                _, callee, cins, couts, (wi, wo) = step
+                self._run(callee, [addrs[i] + o for i, o in cins],
+                          [addrs[i] + o for i, o in couts], addrs[wi] + wo, status)
 
     def _check(self, raw: bytes) -> None:
         code = int(np.frombuffer(raw, np.uint64, count=1)[0])
