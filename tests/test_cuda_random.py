@@ -99,8 +99,10 @@ GPU = cuda.unavailable() if NVRTC is None else NVRTC
 @pytest.mark.skipif(GPU is not None, reason=f"needs a CUDA GPU: {GPU}")
 def test_random_programs_on_gpu() -> None:
     bad = []
-    for seed, label, fn, args in programs(range(100)):
-        msg = compare(fn, args, cuda.compile(fn), lambda x: x.get())
+    progs = programs(range(100))
+    for (seed, label, fn, args), exe in zip(progs, cuda.compile_many([p[2] for p in progs]),
+                                            strict=True):
+        msg = compare(fn, args, exe, lambda x: x.get())
         if msg:
             bad.append(f"seed {seed} ({label}): {msg}")
     assert not bad, f"{len(bad)} mismatches; first:\n" + bad[0]

@@ -284,7 +284,7 @@ def benchmarks(quick: bool, rounds: int) -> dict[str, Any]:
 
     bw = device_bandwidth(1 << 26 if quick else 1 << 30)
     log(f"  device bandwidth (copy): {bw / 1e9:.0f} GB/s")
-    memory_bound = {"W1-f64", "W1-f32", "W2-1e6", "W2-1e7", "W2-1e8", "W5"}
+    memory_bound = {"W2-1e6", "W2-1e7", "W2-1e8", "W5"}
     works = bench.workloads(quick)
     if not quick:
         works.insert(4, bench.w2(10**8, "1e8"))
