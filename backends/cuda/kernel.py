@@ -40,7 +40,7 @@ class Config:
     """What rendering and launch shapes depend on (part of every cache key)."""
 
     block: int = 256  # threads per block (a multiple of 32)
-    target_blocks: int = 264  # blocks that fill the device (2 per SM on H100/H200)
+    target_blocks: int = 1024  # blocks that fill the device (~8 of 256 threads per SM, 132 SMs)
     max_grid: int = 4096  # blocks of a grid-stride launch
     fast_math: bool = False
 
