@@ -136,3 +136,14 @@ def test_launch_shapes() -> None:
 def _sum_fn(shape: tuple[int, ...], axes: tuple[int, ...]):
     b = Builder("s")
     return b.build([b.sum(b.input(TensorType("f32", shape)), axes=axes)])
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import yota.backends.cuda as backend
+
+    import yota.device as device
+
+    for mod in (backend, device):
+        assert doctest.testmod(mod).failed == 0
