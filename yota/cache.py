@@ -384,6 +384,8 @@ class DiskCache:
             return None
         try:
             raw = {name: _read_at(dfd, name) for name in ("meta.json",) + FILES}
+            if not _still_at(path, dfd):  # removed (moved away, then emptied) meanwhile
+                return None
         finally:
             os.close(dfd)
         meta_raw = raw.pop("meta.json")
@@ -431,8 +433,8 @@ class DiskCache:
         try:
             for name, data in files.items():
                 _write_file(os.path.join(tmp, name), data)
-            _write_file(os.path.join(tmp, "meta.json"),
-                        json.dumps(meta, sort_keys=True, indent=1).encode())
+            meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
+            _write_file(os.path.join(tmp, "meta.json"), meta_bytes)
             try:
                 os.replace(tmp, self.path(key.hex))
             except OSError as e:
@@ -441,7 +443,7 @@ class DiskCache:
                 raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self._stored(sum(map(len, files.values())))
+        self._stored(len(meta_bytes) + sum(map(len, files.values())))
         return True
 
     def remove(self, key: str) -> bool:
@@ -542,6 +544,15 @@ def _unsafe(d: Path) -> str | None:
     if st.st_mode & 0o022:
         return f"{d} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
     return None
+
+
+def _still_at(path: Path, dfd: int) -> bool:
+    """Whether the directory open as ``dfd`` is still the one at ``path``."""
+    try:
+        st, here = os.stat(path), os.fstat(dfd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
 
 
 def _read_at(dfd: int, name: str) -> bytes | None:
