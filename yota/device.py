@@ -168,6 +168,8 @@ def prepare(f: Any, args: Sequence[Any], backend: str | None) -> tuple[tuple[Any
     host and device arrays mixed, or a host backend asked for device arrays, is an error
     naming the argument paths."""
     args = tuple(args)
+    if "cupy" not in sys.modules:  # no CuPy imported: no device arrays (and no walk)
+        return args, backend
     device, host = [], []
     for i, a in enumerate(args):
         for path, x in leaves(a):
