@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from yota.backends import llvm
 
 import yota
 from yota import cache as yc
-from yota.backends import llvm
 
 
 @pytest.fixture

@@ -42,9 +42,9 @@ def grad_worker(rounds, barrier, queue):
 
 def store_worker(rounds, barrier, queue):
     import numpy as np
+    from yota.backends import llvm
 
     import yota
-    from yota.backends import llvm
     from yota.cache import BadEntry, default_cache, make_key, program_ir
 
     fn, sig = program_ir(lambda x: np.sum(x * x), (np.ones(3),))

@@ -16,12 +16,11 @@ directory = sys.argv[1]
 sys.path.insert(0, directory)
 power = int(sys.argv[sys.argv.index("--power") + 1]) if "--power" in sys.argv else 2
 
+import model  # noqa: E402
 import numpy as np  # noqa: E402
-
-import yota  # noqa: E402
 from yota.backends import llvm  # noqa: E402
 
-import model  # noqa: E402
+import yota  # noqa: E402
 
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
