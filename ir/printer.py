@@ -103,7 +103,7 @@ def print_function(fn: Function, with_callees: bool = True) -> str:
     """The text of ``fn``, preceded by its callees (each once, callees first)."""
     chunks = []
     if with_callees:
-        for callee in _callee_order(fn):
+        for callee in callee_order(fn):
             chunks.append(print_function(callee, with_callees=False))
     names = Namer()
     args = ", ".join(f"{names.define(v)}: {v.type}{_label(lab)}"
@@ -123,8 +123,9 @@ def print_function(fn: Function, with_callees: bool = True) -> str:
     return "\n\n".join(chunks)
 
 
-def _callee_order(fn: Function) -> list[Function]:
-    """Callees in dependency order (a callee before any function that calls it)."""
+def callee_order(fn: Function) -> list[Function]:
+    """Callees in dependency order (a callee before any function that calls it), each
+    once; ``fn`` itself is not included."""
     seen: dict[str, Function] = {}
 
     def visit(f: Function) -> None:

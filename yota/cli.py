@@ -40,7 +40,7 @@ import numpy as np
 
 from yota.ir.core import Function, Op, Value
 from yota.ir.errors import YotaError
-from yota.ir.printer import format_attr, print_function
+from yota.ir.printer import callee_order, format_attr, print_function
 from yota.ir.types import TensorType, dtype_name
 
 from . import structs
@@ -400,20 +400,6 @@ def phase(op: Op) -> str | None:
     return "mixed" if len(back) == 2 else "backward" if True in back else "forward"
 
 
-def callee_order(fn: Function) -> list[Function]:
-    """Callees before their callers, each once, then ``fn`` (the printer's order)."""
-    seen: dict[str, Function] = {}
-
-    def visit(f: Function) -> None:
-        for name, c in sorted(f.callees.items()):
-            if name not in seen:
-                visit(c)
-                seen[name] = c
-
-    visit(fn)
-    return [*seen.values(), fn]
-
-
 def _json_scalar(x: Any) -> Any:
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
@@ -473,7 +459,7 @@ def function_json(fn: Function) -> dict[str, Any]:
 
 def module_json(fn: Function) -> dict[str, Any]:
     """``fn`` with its callees: ``{"entry": name, "functions": [callees..., fn], "text"}``."""
-    return {"entry": fn.name, "functions": [function_json(f) for f in callee_order(fn)],
+    return {"entry": fn.name, "functions": [function_json(f) for f in [*callee_order(fn), fn]],
             "text": print_function(fn)}
 
 
