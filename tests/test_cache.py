@@ -361,3 +361,11 @@ def test_entries_and_info(cache_dir):
     assert meta["key"] == row["key"]
     with pytest.raises(yota.YotaError, match="no entry"):
         yc.info("ffffffffff")
+
+
+def test_docstring_examples(cache_dir):
+    import doctest
+    import sys
+
+    for name in ("yota.cache", "yota.aot"):  # yota.aot the attribute is the function
+        assert doctest.testmod(sys.modules[name]).failed == 0, name

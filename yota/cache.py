@@ -426,6 +426,10 @@ class DiskCache:
     def store(self, key: Key, fn: Function, artifact_meta: dict[str, Any],
               object_code: bytes) -> bool:
         """Write an entry atomically; False if another process stored it first."""
+        if not self.tmp_dir.is_dir():  # first use, or removed meanwhile: (re)create
+            why = self.problem()
+            if why:
+                raise OSError(errno.EACCES, why)
         files = {"object.o": object_code, "program.yir": key.ir_text.encode()}
         meta = entry_meta(key, fn, artifact_meta, files)
         meta["checksum"] = checksum(meta, files)
