@@ -369,3 +369,12 @@ def test_docstring_examples(cache_dir):
 
     for name in ("yota.cache", "yota.aot"):  # yota.aot the attribute is the function
         assert doctest.testmod(sys.modules[name]).failed == 0, name
+
+
+def test_a_key_that_cannot_be_computed_compiles_without_cache(cache_dir, monkeypatch):
+    def broken(*a, **k):
+        raise TypeError("cannot print attribute value <object>")
+
+    monkeypatch.setattr(yc, "make_key", broken)
+    with pytest.warns(yc.CacheWarning, match="cannot compute a cache key"):
+        assert same(run(), reference())

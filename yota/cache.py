@@ -437,7 +437,7 @@ class DiskCache:
         try:
             for name, data in files.items():
                 _write_file(os.path.join(tmp, name), data)
-            meta_bytes = json.dumps(meta, sort_keys=True, indent=1).encode()
+            meta_bytes = json.dumps(meta, sort_keys=True, indent=1, default=str).encode()
             _write_file(os.path.join(tmp, "meta.json"), meta_bytes)
             try:
                 os.replace(tmp, self.path(key.hex))
@@ -614,8 +614,13 @@ def default_cache() -> DiskCache:
 def compile_cached(fn: Function, backend: str | None, *, kind: str, signature: Any = None,
                    use_cache: bool = True) -> Any:
     """``get_backend(backend).compile(fn)``, through the cache when it can be used."""
-    key = make_key(fn, backend, kind=kind, signature=signature) \
-        if use_cache and enabled() else None
+    key = None
+    if use_cache and enabled():
+        try:
+            key = make_key(fn, backend, kind=kind, signature=signature)
+        except Exception as e:  # the cache must never be why a program does not run
+            _warn_once(f"cannot compute a cache key for @{fn.name} ({type(e).__name__}: "
+                       f"{e}); compiling without the cache")
     cache = default_cache() if key is not None else None
     if cache is None or not cache.usable():
         return get_backend(backend).compile(fn)
@@ -674,10 +679,11 @@ def save(cache: DiskCache, key: Key, fn: Function, mod: Any, exe: Any) -> bool:
     art = getattr(exe, "artifact", None) or mod.Artifact.from_bytes(mod.save(exe))
     try:
         stored = cache.store(key, fn, art.meta, art.object_code)
-    except OSError as e:
+    except (OSError, TypeError, ValueError) as e:
         stats.errors += 1
+        why = e.strerror if isinstance(e, OSError) and e.strerror else f"{e}"
         _warn(f"could not write entry {key.hex[:16]} (@{fn.name}) to {cache.root}: "
-              f"{e.strerror or e}; the result is correct, the program is just not cached")
+              f"{why}; the result is correct, the program is just not cached")
         return False
     stats.stores += stored
     return stored
