@@ -27,29 +27,24 @@ from yota.backends.cuda.emulate import emulation_available
 from yota.ir import OPS, Builder, Function, TensorType, run
 from yota.ir.autodiff import vjp
 from yota.ir.passes import optimize
-from yota.ir.types import dtype_name
 
 sys.path.insert(0, str(Path(__file__).parent))
 import irgen  # noqa: E402
-
-SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 1, 9), (37,)]
-FLOATS = ["f32", "f64"]
-SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-310, 1.0, -1.0, 0.5, 2.5, -2.5,
-           1e30, -1e30, 88.7, -104.0]
-TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sinh",
-                  "cosh", "arctan", "arcsin", "arccos"]
-FLOAT_UNARY = ["sqrt", "reciprocal", "floor", "ceil", "round", "neg", "abs", "sign", "square",
-               "isnan", "isinf", "isfinite"]
-INT_UNARY = ["neg", "abs", "sign", "square"]
-FLOAT_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "floordiv", "mod", "lt",
-                "le", "gt", "ge", "eq", "ne"]
-INT_BINARY = ["add", "sub", "mul", "floordiv", "mod", "maximum", "minimum", "lt", "le", "gt",
-              "ge", "eq", "ne", "pow"]
-BOOL_BINARY = ["and", "or", "xor", "add", "mul", "maximum", "minimum", "lt", "le", "gt", "ge",
-               "eq", "ne"]
-# ulps allowed for transcendentals: CUDA's documented bounds are 1-4 ulps (float32 pow: 8)
-ULPS = {np.dtype(np.float32): 8, np.dtype(np.float64): 8}
-RTOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
+from backend_cases import (  # noqa: E402
+    BOOL_BINARY,
+    FLOAT_BINARY,
+    FLOAT_UNARY,
+    FLOATS,
+    INT_BINARY,
+    INT_UNARY,
+    SHAPES,
+    TRANSCENDENTAL,
+    binary_program,
+    inputs,
+    mismatch,
+    sample,
+    unary_program,
+)
 
 
 @dataclass
@@ -62,80 +57,43 @@ class Case:
 
 
 # -- programs -------------------------------------------------------------------------------------
-def sample(rng: np.random.Generator, shape: tuple[int, ...], dt: str,
-           special: bool = True) -> np.ndarray:
-    dtype = np.dtype(TensorType(dt, ()).dtype)
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    if dtype.kind in "iu":
-        x = rng.integers(-20, 21, shape).astype(dtype)
-        if special and x.size > 3:
-            info = np.iinfo(dtype)
-            x.reshape(-1)[:3] = [info.min, info.max, 0]
-        return x
-    with np.errstate(all="ignore"):
-        x = (rng.standard_normal(shape) * 3).astype(dtype)
-    if special and x.size:
-        flat = x.reshape(-1)
-        k = min(len(SPECIAL), flat.size // 2 + 1)
-        flat[rng.choice(flat.size, k, replace=False)] = np.array(SPECIAL[:k]).astype(dtype)
-    return x
-
-
-def _inputs(rng: np.random.Generator, fn: Function, special: bool = True) -> list[np.ndarray]:
-    return [sample(rng, v.shape, dtype_name(v.dtype), special) for v in fn.inputs]
-
-
-def _unary(op: str, dt: str) -> Function:
-    b = Builder(f"{op}_{dt}")
-    return b.build([b.emit(op, b.input(TensorType(dt, s))) for s in SHAPES])
-
-
-def _binary(op: str, dt: str) -> Function:
-    b = Builder(f"{op}_{dt}")
-    outs = []
-    for s in SHAPES:
-        outs.append(b.emit(op, b.input(TensorType(dt, s)), b.input(TensorType(dt, s))))
-    return b.build(outs)
-
-
 def _elementwise_cases(rng: np.random.Generator) -> list[Case]:
     out = []
     for dt in FLOATS:
         for op in FLOAT_UNARY:
-            fn = _unary(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "exact", (op,)))
+            fn = unary_program(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), "exact", (op,)))
         for op in TRANSCENDENTAL:
-            fn = _unary(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "ulp", (op,)))
+            fn = unary_program(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), "ulp", (op,)))
         for op in FLOAT_BINARY:
-            fn = _binary(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "exact", (op,)))
+            fn = binary_program(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), "exact", (op,)))
         for op in ("pow", "arctan2"):
-            fn = _binary(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "ulp", (op,)))
+            fn = binary_program(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), "ulp", (op,)))
     for dt in ("i32", "i64"):
         for op in INT_UNARY:
-            fn = _unary(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, _inputs(rng, fn), "exact", (op,)))
+            fn = unary_program(op, dt)
+            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), "exact", (op,)))
         for op in INT_BINARY:
-            fn = _binary(op, dt)
-            args = _inputs(rng, fn)
+            fn = binary_program(op, dt)
+            args = inputs(rng, fn)
             if op == "pow":  # negative integer powers are an error in NumPy
                 args = [(np.abs(a) % 7 if i % 2 else a).astype(a.dtype) for i, a in
                         enumerate(args)]
             out.append(Case(f"{op}_{dt}", fn, args, "exact", (op,)))
-    fn = _unary("not", "bool")
-    out.append(Case("not", fn, _inputs(rng, fn), "exact", ("not",)))
+    fn = unary_program("not", "bool")
+    out.append(Case("not", fn, inputs(rng, fn), "exact", ("not",)))
     for op in BOOL_BINARY:
-        fn = _binary(op, "bool")
-        out.append(Case(f"{op}_bool", fn, _inputs(rng, fn), "exact", (op,)))
+        fn = binary_program(op, "bool")
+        out.append(Case(f"{op}_bool", fn, inputs(rng, fn), "exact", (op,)))
     for dt in ("f32", "f64", "i32", "i64", "bool"):
         b = Builder(f"select_{dt}")
         outs = [b.select(b.input(TensorType("bool", s)), b.input(TensorType(dt, s)),
                          b.input(TensorType(dt, s))) for s in SHAPES]
         fn = b.build(outs)
-        out.append(Case(f"select_{dt}", fn, _inputs(rng, fn), "exact", ("select",)))
+        out.append(Case(f"select_{dt}", fn, inputs(rng, fn), "exact", ("select",)))
     for src in ("f32", "f64", "i32", "i64", "bool"):
         b = Builder(f"convert_{src}")
         x = b.input(TensorType(src, (37,)))
@@ -313,44 +271,6 @@ def op_programs(seed: int = 0) -> list[Case]:
 
 
 # -- comparison ------------------------------------------------------------------------------------
-def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    it = np.int32 if a.dtype == np.float32 else np.int64
-    mask = np.iinfo(it).max
-    ia, ib = a.view(it).astype(np.int64), b.view(it).astype(np.int64)
-    ia = np.where(ia < 0, -(ia & mask), ia)
-    ib = np.where(ib < 0, -(ib & mask), ib)
-    return np.abs(ia - ib)
-
-
-def mismatch(got: list[np.ndarray], want: list[np.ndarray], args: list[np.ndarray],
-             mode: str) -> str | None:
-    """None if ``got`` matches ``want`` under ``mode``, else a description."""
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        if g.shape != w.shape or g.dtype != w.dtype:
-            return f"output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-        if mode == "exact" or g.dtype.kind != "f":
-            msg = irgen.same_results([g], [w])
-        elif mode == "ulp":
-            msg = None
-            if not np.array_equal(np.isnan(g), np.isnan(w)):
-                msg = f"NaN positions differ\n{g}\n{w}"
-            else:
-                ok = ~np.isnan(w)
-                d = ulps(g[ok], w[ok])
-                if d.size and d.max() > ULPS[g.dtype]:
-                    k = int(np.argmax(d))
-                    msg = f"{int(d.max())} ulps apart: {g[ok][k]!r} vs {w[ok][k]!r}"
-        else:
-            scale = max([float(np.max(np.abs(a[np.isfinite(a)]), initial=0)) for a in args
-                         if a.dtype.kind == "f"] + [1.0])
-            tol = RTOL[g.dtype] * scale * max(1, max((a.size for a in args), default=1))
-            msg = None if np.allclose(g, w, rtol=RTOL[g.dtype] * 10, atol=tol, equal_nan=True) \
-                else f"not close (atol {tol})\n{g}\n{w}"
-        if msg:
-            return f"output {i}: {msg}"
-    return None
-
-
 def run_case(exe: Callable[..., list], case: Case, to_host: Callable = np.asarray) -> str | None:
     want = run(case.fn, *case.args)
     got = [to_host(x) for x in exe(*case.args)]

@@ -21,50 +21,21 @@ import numpy as np
 import pytest
 from yota.backends import cuda
 from yota.backends.cuda.emulate import emulation_available
-from yota.ir import Function, run
+from yota.ir import Function
 from yota.ir.passes import optimize
 
 sys.path.insert(0, str(Path(__file__).parent))
+import backend_cases  # noqa: E402
 import irgen  # noqa: E402
 
 NVRTC = cuda.nvrtc_available()
 EMU = emulation_available()
 
 
-def _has_f32(fn: Function) -> bool:
-    fns = [fn, *fn.all_callees().values()]
-    return any(v.dtype == np.float32 for f in fns for op in f.ops for v in op.results)
-
-
 def compare(fn: Function, args: list[np.ndarray], exe: Callable[..., list[Any]],
             to_host: Callable[[Any], np.ndarray] = np.asarray) -> str | None:
     """None if ``exe`` (a compiled ``fn``) agrees with the interpreter on ``args``."""
-    try:
-        want, werr = run(fn, *args), None
-    except Exception as e:  # noqa: BLE001 - the backend must raise the same
-        want, werr = None, e
-    try:
-        got, gerr = [to_host(x) for x in exe(*args)], None
-    except Exception as e:  # noqa: BLE001
-        got, gerr = None, e
-    if werr is not None or gerr is not None:
-        if type(werr) is type(gerr) and str(werr) == str(gerr):
-            return None
-        return f"interpreter raised {werr!r}, cuda raised {gerr!r}"
-    assert got is not None and want is not None
-    if not _has_f32(fn):
-        return irgen.close_results(got, want)
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        if g.dtype != w.dtype or g.shape != w.shape:
-            return f"output {i}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-        if g.dtype.kind != "f":
-            if not np.array_equal(g, w):
-                return f"output {i} differs\n{g}\n{w}"
-            continue
-        scale = max(1.0, float(np.max(np.abs(w[np.isfinite(w)]), initial=0)))
-        if not np.allclose(g, w, rtol=1e-4, atol=1e-4 * scale, equal_nan=True):
-            return f"output {i} not close\n{g}\n{w}"
-    return None
+    return backend_cases.compare(fn, args, exe, to_host, "cuda")
 
 
 def programs(seeds: range) -> list[tuple[int, str, Function, list[np.ndarray]]]:

@@ -22,118 +22,44 @@ import pytest
 from yota.backends import llvm as native
 from yota.ir import OPS, Builder, Function, TensorType, run
 from yota.ir.passes import optimize
-from yota.ir.types import dtype_name
 
 sys.path.insert(0, str(Path(__file__).parent))
 import irgen  # noqa: E402
+from backend_cases import (  # noqa: E402
+    BOOL_BINARY,
+    FLOAT_BINARY,
+    FLOAT_UNARY,
+    FLOATS,
+    INT_BINARY,
+    INT_UNARY,
+    SHAPES,
+    TRANSCENDENTAL,
+    inputs,
+    mismatch,
+    sample,
+    ulp_mismatch,
+)
+from backend_cases import binary_program as _binary_program  # noqa: E402
+from backend_cases import unary_program as _unary_program  # noqa: E402
 
-SHAPES = [(), (0,), (1,), (7,), (3, 5), (2, 1, 9), (37,)]
-FLOATS = ["f32", "f64"]
-ULPS = {np.dtype(np.float32): 8, np.dtype(np.float64): 8}
-RTOL = {np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
-SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-310, 1.0, -1.0, 0.5, 2.5, -2.5,
-           1e30, -1e30, 88.7, -104.0]
-
-TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sinh",
-                  "cosh", "arctan", "arcsin", "arccos"]
-FLOAT_UNARY = ["sqrt", "reciprocal", "floor", "ceil", "round", "neg", "abs", "sign", "square",
-               "isnan", "isinf", "isfinite"]
-INT_UNARY = ["neg", "abs", "sign", "square"]
-FLOAT_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "floordiv", "mod", "lt",
-                "le", "gt", "ge", "eq", "ne"]
-INT_BINARY = ["add", "sub", "mul", "floordiv", "mod", "maximum", "minimum", "lt", "le", "gt",
-              "ge", "eq", "ne", "pow"]
-BOOL_BINARY = ["and", "or", "xor", "add", "mul", "maximum", "minimum", "lt", "le", "gt", "ge",
-               "eq", "ne"]
 COVERED: set[str] = set()
 
 
 # -- helpers ---------------------------------------------------------------------------
-def sample(rng: np.random.Generator, shape: tuple[int, ...], dt: str,
-           special: bool = True) -> np.ndarray:
-    dtype = np.dtype(TensorType(dt, ()).dtype)
-    if dtype.kind == "b":
-        return rng.random(shape) < 0.5
-    if dtype.kind in "iu":
-        x = rng.integers(-20, 21, shape).astype(dtype)
-        if special and x.size > 3:
-            info = np.iinfo(dtype)
-            x.reshape(-1)[:3] = [info.min, info.max, 0]
-        return x
-    with np.errstate(all="ignore"):
-        x = (rng.standard_normal(shape) * 3).astype(dtype)
-    if special and x.size:
-        flat = x.reshape(-1)
-        k = min(len(SPECIAL), flat.size // 2 + 1)
-        flat[rng.choice(flat.size, k, replace=False)] = np.array(SPECIAL[:k]).astype(dtype)
-    return x
-
-
 def check(fn: Function, args: list[np.ndarray], mode: str = "exact") -> None:
-    got = native.compile(fn)(*args)
-    want = run(fn, *args)
-    for i, (g, w) in enumerate(zip(got, want, strict=True)):
-        assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, w.shape, g.dtype, w.dtype)
-        if mode == "exact" or g.dtype.kind != "f":
-            msg = irgen.same_results([g], [w])
-        elif mode == "ulp":
-            msg = ulp_mismatch(g, w)
-        else:
-            msg = sum_mismatch(g, w, args)
-        assert msg is None, f"{fn}\noutput {i}: {msg}"
-
-
-def ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distance in units in the last place between finite-or-inf arrays."""
-    it = np.int32 if a.dtype == np.float32 else np.int64
-    mask = np.iinfo(it).max
-    ia = a.view(it).astype(np.int64)
-    ib = b.view(it).astype(np.int64)
-    ia = np.where(ia < 0, -(ia & mask), ia)
-    ib = np.where(ib < 0, -(ib & mask), ib)
-    return np.abs(ia - ib)
-
-
-def ulp_mismatch(g: np.ndarray, w: np.ndarray) -> str | None:
-    if not np.array_equal(np.isnan(g), np.isnan(w)):
-        return f"NaN positions differ\n{g}\n{w}"
-    ok = ~np.isnan(w)
-    d = ulps(g[ok], w[ok])
-    if d.size and d.max() > ULPS[g.dtype]:
-        k = int(np.argmax(d))
-        return f"{int(d.max())} ulps apart: {g[ok][k]!r} vs {w[ok][k]!r}"
-    return None
-
-
-def sum_mismatch(g: np.ndarray, w: np.ndarray, args: list[np.ndarray]) -> str | None:
-    scale = max([float(np.max(np.abs(a[np.isfinite(a)]), initial=0)) for a in args
-                 if a.dtype.kind == "f"] + [1.0])
-    tol = RTOL[g.dtype] * scale * max(1, max(a.size for a in args))
-    if np.allclose(g, w, rtol=RTOL[g.dtype] * 10, atol=tol, equal_nan=True):
-        return None
-    return f"not close (atol {tol})\n{g}\n{w}"
+    msg = mismatch(native.compile(fn)(*args), run(fn, *args), args, mode)
+    assert msg is None, f"{fn}\n{msg}"
 
 
 def unary_program(op: str, dt: str, shapes: list[tuple[int, ...]] = SHAPES,
                   **attrs: object) -> Function:
     COVERED.add(op)
-    b = Builder(f"{op}_{dt}")
-    xs = [b.input(TensorType(dt, s)) for s in shapes]
-    return b.build([b.emit(op, x, **attrs) for x in xs])
+    return _unary_program(op, dt, shapes, **attrs)
 
 
 def binary_program(op: str, dt: str, shapes: list[tuple[int, ...]] = SHAPES) -> Function:
     COVERED.add(op)
-    b = Builder(f"{op}_{dt}")
-    outs = []
-    for s in shapes:
-        x, y = b.input(TensorType(dt, s)), b.input(TensorType(dt, s))
-        outs.append(b.emit(op, x, y))
-    return b.build(outs)
-
-
-def inputs(rng: np.random.Generator, fn: Function, special: bool = True) -> list[np.ndarray]:
-    return [sample(rng, v.shape, dtype_name(v.dtype), special) for v in fn.inputs]
+    return _binary_program(op, dt, shapes)
 
 
 # -- elementwise ---------------------------------------------------------------------------
