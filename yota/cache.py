@@ -614,6 +614,7 @@ def default_cache() -> DiskCache:
 def compile_cached(fn: Function, backend: str | None, *, kind: str, signature: Any = None,
                    use_cache: bool = True) -> Any:
     """``get_backend(backend).compile(fn)``, through the cache when it can be used."""
+    mod = get_backend(backend)  # an unknown or broken backend raises as it always did
     key = None
     if use_cache and enabled():
         try:
@@ -623,7 +624,7 @@ def compile_cached(fn: Function, backend: str | None, *, kind: str, signature: A
                        f"{e}); compiling without the cache")
     cache = default_cache() if key is not None else None
     if cache is None or not cache.usable():
-        return get_backend(backend).compile(fn)
+        return mod.compile(fn)
     return lookup_or_compile(cache, key, fn, backend)  # type: ignore[arg-type]
 
 
