@@ -25,24 +25,11 @@ from yota.ir.ops.misc import splat_scalar
 from yota.ir.passes import PassContext
 from yota.ir.passes.plan_memory import VIEW_OPS, MemoryPlan, plan_memory
 
+from ..layout_common import Loc, Storage, buffer_storages, is_contiguous, strided_view
 from .kernel import contiguous_strides
 
 ALIGN = 256  # bytes: cudaMalloc's alignment, and more than any vector access needs
 STATUS_BYTES = 256  # the failure status words at the start of the workspace
-
-
-@dataclass(frozen=True)
-class Storage:
-    kind: str  # "in" | "out" | "ws" | "const"
-    index: int  # input/output number, workspace byte offset, or constant number
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class Loc:
-    storage: int  # index into Layout.storages (-1: the value has no elements)
-    offset: int  # elements
-    strides: tuple[int, ...]  # elements
 
 
 @dataclass
@@ -80,14 +67,13 @@ class _Builder:
         self.fn, self.plan = fn, plan
         self.lay = Layout(fn)
         self.buf = plan.buffer_of(fn)
-        self.index = {r: i for i, op in enumerate(fn.ops) for r in op.results}
 
     def run(self) -> Layout:
         lay = self.lay
         for k, v in enumerate(self.fn.inputs):
             lay.loc[v] = Loc(lay.add_storage("in", k, v.type.nbytes), 0,
                              contiguous_strides(v.shape))
-        self.buf_storage = self._buffer_storages()
+        self.buf_storage = buffer_storages(lay, self.fn, self.plan, self._plan_view)
         for op in self.fn.ops:
             self._place(op)
         for j, v in enumerate(self.fn.outputs):
@@ -98,27 +84,6 @@ class _Builder:
 
     def _plan_view(self, op: Op, r: Value) -> bool:
         return op.name in VIEW_OPS and self.buf.get(r, -1) == self.buf.get(op.operands[0], -1)
-
-    def _buffer_storages(self) -> dict[int, int]:
-        lay = self.lay
-        claimed: dict[int, int] = {}
-        for j, v in enumerate(self.fn.outputs):
-            b = self.buf.get(v, -1)
-            op = self.fn.ops[self.index[v]] if v in self.index else None
-            if (b >= 0 and b not in claimed and v.type.nbytes and op is not None
-                    and not self._plan_view(op, v) and self.plan.buffers[b] == v.type.nbytes):
-                claimed[b] = j
-        storages = {}
-        for b, size in enumerate(self.plan.buffers):
-            if b in claimed:
-                storages[b] = lay.add_storage("out", claimed[b], size)
-                lay.out_storage[claimed[b]] = storages[b]
-            else:
-                storages[b] = lay.workspace(size)
-        for j, v in enumerate(self.fn.outputs):
-            if j not in lay.out_storage:
-                lay.out_storage[j] = lay.add_storage("out", j, v.type.nbytes)
-        return storages
 
     def _place(self, op: Op) -> None:
         lay = self.lay
@@ -168,37 +133,11 @@ class _Builder:
 # -- view arithmetic ------------------------------------------------------------------------------
 def view_loc(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
     """The location of shape op ``op``'s result as a view of ``loc``, or None."""
-    s, a = loc.strides, op.attrs
-    if op.name == "transpose":
-        return Loc(loc.storage, loc.offset, tuple(s[p] for p in a["perm"]))
-    if op.name == "broadcast":
-        out = a["shape"]
-        lead = len(out) - len(shape)
-        st = [0] * lead + [0 if d == 1 and o != 1 else x
-                           for d, o, x in zip(shape, out[lead:], s, strict=True)]
-        return Loc(loc.storage, loc.offset, tuple(st))
-    if op.name == "slice":
-        off = loc.offset + sum(b * x for b, x in zip(a["start"], s, strict=True))
-        return Loc(loc.storage, off, tuple(x * c for x, c in zip(s, a["step"], strict=True)))
-    if op.name == "flip":
-        off, st = loc.offset, list(s)
-        for ax in set(a["axes"]):
-            if shape[ax] > 0:
-                off += (shape[ax] - 1) * s[ax]
-            st[ax] = -s[ax]
-        return Loc(loc.storage, off, tuple(st))
-    if op.name == "reshape":
-        new = a["shape"]
-        if not any(s):  # a splat (or a single element): zero strides in any shape
-            return Loc(loc.storage, loc.offset, (0,) * len(new))
-        if is_contiguous(loc, shape):
-            return Loc(loc.storage, loc.offset, contiguous_strides(new))
-        return None
+    if op.name != "reshape":
+        return strided_view(op, loc, shape)
+    new = op.attrs["shape"]
+    if not any(loc.strides):  # a splat (or a single element): zero strides in any shape
+        return Loc(loc.storage, loc.offset, (0,) * len(new))
+    if is_contiguous(loc, shape):
+        return Loc(loc.storage, loc.offset, contiguous_strides(new))
     return None
-
-
-def is_contiguous(loc: Loc, shape: tuple[int, ...]) -> bool:
-    if int(np.prod(shape, dtype=np.int64)) == 0:
-        return True
-    want = contiguous_strides(shape)
-    return all(d == 1 or s == w for d, s, w in zip(shape, loc.strides, want, strict=True))

@@ -30,25 +30,12 @@ from yota.ir.ops.misc import splat_scalar
 from yota.ir.passes import PassContext
 from yota.ir.passes.plan_memory import MemoryPlan, plan_memory
 
+from ..layout_common import Loc, Storage, buffer_storages, is_contiguous, strided_view
 from .kernel import contiguous_strides
 
 VIEW_OPS = ("transpose", "broadcast", "slice", "flip", "reshape")
 ALIGN = 64
 STATUS_BYTES = 64
-
-
-@dataclass(frozen=True)
-class Storage:
-    kind: str  # "in" | "out" | "ws" | "const"
-    index: int  # input/output number, workspace byte offset, or constant number
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class Loc:
-    storage: int  # index into Layout.storages (-1: the value has no elements)
-    offset: int
-    strides: tuple[int, ...]
 
 
 @dataclass
@@ -94,7 +81,6 @@ class _Builder:
         self.fn, self.plan, self.blas = fn, plan, blas
         self.lay = Layout(fn)
         self.buf = plan.buffer_of(fn)
-        self.index = {r: i for i, op in enumerate(fn.ops) for r in op.results}
         self.writer: dict[Value, int] = {}
         self.last = self._last_uses()
         self.writes = self._buffer_writes()
@@ -104,7 +90,7 @@ class _Builder:
         for k, v in enumerate(self.fn.inputs):
             lay.loc[v] = lay.contiguous(lay.add_storage("in", k, v.type.nbytes), v)
             self.writer[v] = -1
-        self.buf_storage = self._buffer_storages()
+        self.buf_storage = buffer_storages(lay, self.fn, self.plan, self._plan_view)
         self.storage_buf = {s: b for b, s in self.buf_storage.items()}
         for i, op in enumerate(self.fn.ops):
             self._place(i, op)
@@ -144,29 +130,6 @@ class _Builder:
     def _plan_view(self, op: Op, r: Value) -> bool:
         """The plan made ``r`` a view: it shares its operand's memory."""
         return op.name in VIEW_OPS and self.buf.get(r, -1) == self.buf.get(op.operands[0], -1)
-
-    def _buffer_storages(self) -> dict[int, int]:
-        """Plan buffers as storages; an output's buffer that holds nothing bigger is the
-        caller's output array itself."""
-        lay = self.lay
-        claimed: dict[int, int] = {}
-        for j, v in enumerate(self.fn.outputs):
-            b = self.buf.get(v, -1)
-            op = self.fn.ops[self.index[v]] if v in self.index else None
-            if (b >= 0 and b not in claimed and v.type.nbytes and op is not None
-                    and not self._plan_view(op, v) and self.plan.buffers[b] == v.type.nbytes):
-                claimed[b] = j
-        storages = {}
-        for b, size in enumerate(self.plan.buffers):
-            if b in claimed:
-                storages[b] = lay.add_storage("out", claimed[b], size)
-                lay.out_storage[claimed[b]] = storages[b]
-            else:
-                storages[b] = lay.workspace(size)
-        for j, v in enumerate(self.fn.outputs):
-            if j not in lay.out_storage:
-                lay.out_storage[j] = lay.add_storage("out", j, v.type.nbytes)
-        return storages
 
     # -- placing results ----------------------------------------------------------------
     def _place(self, i: int, op: Op) -> None:
@@ -251,29 +214,10 @@ class _Builder:
 # -- view arithmetic ------------------------------------------------------------------------
 def view_loc(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
     """The location of shape op ``op``'s result as a view of ``loc``, or None."""
-    s, a = loc.strides, op.attrs
-    if op.name == "transpose":
-        return Loc(loc.storage, loc.offset, tuple(s[p] for p in a["perm"]))
-    if op.name == "broadcast":
-        out = a["shape"]
-        lead = len(out) - len(shape)
-        st = [0] * lead + [0 if d == 1 and o != 1 else x
-                           for d, o, x in zip(shape, out[lead:], s, strict=True)]
-        return Loc(loc.storage, loc.offset, tuple(st))
-    if op.name == "slice":
-        off = loc.offset + sum(b * x for b, x in zip(a["start"], s, strict=True))
-        return Loc(loc.storage, off, tuple(x * c for x, c in zip(s, a["step"], strict=True)))
-    if op.name == "flip":
-        off, st = loc.offset, list(s)
-        for ax in set(a["axes"]):
-            if shape[ax] > 0:
-                off += (shape[ax] - 1) * s[ax]
-            st[ax] = -s[ax]
-        return Loc(loc.storage, off, tuple(st))
-    if op.name == "reshape":
-        st = reshape_strides(shape, s, a["shape"])
-        return None if st is None else Loc(loc.storage, loc.offset, st)
-    return None
+    if op.name != "reshape":
+        return strided_view(op, loc, shape)
+    st = reshape_strides(shape, loc.strides, op.attrs["shape"])
+    return None if st is None else Loc(loc.storage, loc.offset, st)
 
 
 def reshape_strides(old: tuple[int, ...], strides: tuple[int, ...],
@@ -327,13 +271,6 @@ def reshape_strides(old: tuple[int, ...], strides: tuple[int, ...],
     if i != len(od):
         return None
     return tuple(out)
-
-
-def is_contiguous(loc: Loc, shape: tuple[int, ...]) -> bool:
-    if int(np.prod(shape, dtype=np.int64)) == 0:
-        return True
-    want = contiguous_strides(shape)
-    return all(d == 1 or s == w for d, s, w in zip(shape, loc.strides, want, strict=True))
 
 
 def blas_matrix(loc: Loc, shape: tuple[int, ...]) -> tuple[bool, int] | None:
