@@ -15,6 +15,7 @@ make the exit status 1):
    interpreter (errors must be the same error), float32 and float64;
 4. models: gradients of the example models (``tests/test_cuda_frontend.EXAMPLE_MODELS``:
    W2, MLP, RNN) against the CPU backend, and ``yota.grad`` on CuPy arrays end to end;
+   then the on-disk cache: a program stored, then loaded without NVRTC;
 5. benchmarks: the workloads of ``tools/bench.py`` on the device (inputs already there),
    Yota's cuda backend next to JAX's jitted ``value_and_grad`` and PyTorch (eager) on
    the same GPU when they are installed, median milliseconds per call (synchronized);
@@ -201,6 +202,40 @@ def models() -> dict[str, Any]:
     return out
 
 
+# -- 4b. the on-disk cache ------------------------------------------------------------------------------
+@section("cache")
+def cache_hit() -> dict[str, Any]:
+    """A program stored in a fresh cache directory, then loaded: no NVRTC, same values."""
+    import tempfile
+
+    import cupy as cp
+    from yota.backends import cuda
+
+    import yota.cache as yc
+
+    def f(x: Any) -> Any:
+        return np.sum(np.tanh(x) ** 2, axis=0)
+
+    x = np.random.default_rng(7).standard_normal((64, 33))
+    fn, sig = yc.program_ir(f, (x,), kind="forward")
+    key = yc.make_key(fn, "cuda", kind="forward", signature=sig)
+    if key is None:
+        REPORT["failures"].append("cache: the cuda backend's programs are not cacheable")
+        return {"ok": False}
+    with tempfile.TemporaryDirectory() as d:
+        cache = yc.DiskCache(d)
+        exe = yc.lookup_or_compile(cache, key, fn, "cuda")
+        n, hits = cuda.stats["nvrtc"], yc.stats.hits
+        exe2 = yc.lookup_or_compile(cache, key, fn, "cuda")
+        same = np.array_equal(cp.asnumpy(exe2(cp.asarray(x))[0]), cp.asnumpy(exe(cp.asarray(x))[0]))
+    out = {"target": key.parts["target"], "hit": yc.stats.hits == hits + 1,
+           "nvrtc_on_hit": cuda.stats["nvrtc"] - n, "same_values": same}
+    out["ok"] = out["hit"] and not out["nvrtc_on_hit"] and same
+    if not out["ok"]:
+        REPORT["failures"].append(f"cache: {out}")
+    return out
+
+
 # -- 5. benchmarks ----------------------------------------------------------------------------------
 def device_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
     """Bytes per second of a device-to-device copy (read + write counted)."""
@@ -372,6 +407,9 @@ def summary() -> str:
     if m:
         lines.append("models vs CPU backend: " + ", ".join(f"{k} {str(v)[:60]}" for k, v in
                                                            m.items()))
+    c = s.get("cache", {}).get("result")
+    if c:
+        lines.append(f"cache: {'hit loads the cubin without NVRTC' if c['ok'] else c}")
     b = s.get("benchmarks", {}).get("result")
     if b:
         lines.append(f"benchmarks (median ms per value+gradient call; % = fraction of the "
@@ -426,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     ops([0] if a.quick else [0, 1])
     random_programs(a.random if a.random is not None else (15 if a.quick else 150))
     models()
+    if not a.emulate:
+        cache_hit()
     if not a.no_bench:
         benchmarks(a.quick, a.rounds or (5 if a.quick else 30))
     if a.json:

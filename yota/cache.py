@@ -176,9 +176,12 @@ def _canonical(value: Any) -> bytes:
 def make_key(fn: Function, backend: str | None, *, kind: str,
              signature: Any = None) -> Key | None:
     """The key of compiling ``fn`` on ``backend``, or None if that backend's code cannot
-    be saved (the interpreter, CUDA). Computing it compiles nothing."""
+    be saved (the interpreter; CUDA without a device, or on the CPU emulation: a backend's
+    ``cacheable()`` says). Computing it compiles nothing."""
     mod = get_backend(backend)
     if not all(hasattr(mod, a) for a in ("save", "load", "target_key", "Artifact")):
+        return None
+    if callable(getattr(mod, "cacheable", None)) and not mod.cacheable():
         return None
     text = print_function(fn)
     target = dict(mod.target_key())

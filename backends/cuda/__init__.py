@@ -40,6 +40,15 @@ Public API
     None when a CUDA device can run programs here, else why not.
 ``target_key() -> dict``
     What compiled kernels depend on (arch, NVRTC/driver/CuPy versions, config).
+``save(exe) -> bytes``, ``load(data, *, device=None) -> CudaExecutable``
+    The cubin for the device's ``sm_XX`` plus the lowered module as JSON (``artifact``),
+    reloadable in another process on the same device and toolchain without NVRTC
+    (raises ``YotaError`` for another target). ``cacheable()``: whether the default
+    device's programs can be saved (a real ``sm_XX``; not the CPU emulation), so
+    ``yota.cache`` stores them; ``options_key(fast_math=None)``: ``compile``'s options.
+``stats``
+    Counters of this process: ``stats["nvrtc"]`` NVRTC compilations,
+    ``stats["compiles"]`` programs compiled, ``stats["loads"]`` artifacts loaded.
 
 How ops become code: ``layout`` renders the memory plan as storages and views, ``emit``
 is the op -> emitter table, ``kernel`` renders loop kernels (``cexpr``: elementwise ops as
@@ -53,8 +62,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from yota.ir.core import Function
+from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
+from .artifact import Artifact, pack, unpack
 from .kernel import Config
 from .lower import Module, lower_module
 from .nvrtc import (
@@ -63,12 +74,14 @@ from .nvrtc import (
     compile_archs,
     compile_cubin,
     nvrtc_version,
+    stats,
 )
 from .runtime import CudaExecutable, CupyDevice, IndexOutOfRange
 
 __all__ = ["compile", "compile_many", "cuda_source", "lower", "compile_cubin", "compile_archs", "check", "unavailable",
            "target_key", "Config", "CudaExecutable", "CupyDevice", "CudaUnavailable",
-           "CudaCompileError", "IndexOutOfRange", "DEFAULT_ARCHS", "use_device", "Module"]
+           "CudaCompileError", "IndexOutOfRange", "DEFAULT_ARCHS", "use_device", "Module",
+           "save", "load", "options_key", "cacheable", "artifact", "Artifact", "stats"]
 
 DEFAULT_ARCHS = ("sm_80", "sm_90")
 _DEVICE: list[Any] = []
@@ -115,6 +128,7 @@ def compile(fn: Function, *, device: Any = None, fast_math: bool | None = None
 
         cfg = replace(cfg, fast_math=_fast(fn, fast_math))
     mod = lower(fn, config=cfg)
+    stats["compiles"] += 1
     return CudaExecutable(mod, dev, fn)
 
 
@@ -165,3 +179,62 @@ def nvrtc_available() -> str | None:
     except CudaUnavailable as e:
         return str(e)
     return None
+
+
+# -- saving and loading (the on-disk cache's hooks) ------------------------------------------
+def _arch(device: Any) -> str | None:
+    arch = getattr(device, "arch", None)
+    return arch if isinstance(arch, str) and arch.startswith("sm_") else None
+
+
+def cacheable(device: Any = None) -> bool:
+    """Whether programs compiled for ``device`` (default: the default device) can be saved:
+    it runs cubins for a real ``sm_XX``. False without a device, and for the CPU emulation
+    (whose code is host code), so ``yota.cache`` compiles those without the cache."""
+    try:
+        dev = device if device is not None else default_device()
+    except CudaUnavailable:
+        return False
+    return _arch(dev) is not None
+
+
+def artifact(exe: CudaExecutable) -> Artifact:
+    """The cubin ``exe`` runs (compiled by NVRTC for its device's ``sm_XX`` if this process
+    did not keep it) and the JSON that launches it."""
+    handle = exe.handle
+    cubin = handle.get("cubin") if isinstance(handle, dict) else None
+    if cubin is None:
+        arch = _arch(exe.device)
+        if arch is None:
+            raise YotaError(f"the {exe.device.name} device runs no cubin; nothing to save")
+        cubin = compile_cubin(exe.source, arch, fast_math=exe.module.cfg.fast_math)
+    return pack(exe.module, cubin, exe.device.key())
+
+
+def save(exe: CudaExecutable) -> bytes:
+    return artifact(exe).to_bytes()
+
+
+def load(data: bytes | Artifact, *, device: Any = None) -> CudaExecutable:
+    """An executable from ``save``'s bytes, for ``device`` (default: the default device),
+    without NVRTC: the cubin is loaded as it is (a device without ``load_cubin``, the CPU
+    emulation, builds the kernel sources the artifact carries with its host compiler)."""
+    stats["loads"] += 1
+    art = data if isinstance(data, Artifact) else Artifact.from_bytes(data)
+    dev = device if device is not None else default_device()
+    if art.meta.get("target") != dev.key():
+        raise YotaError("this cubin was built for another device or toolchain "
+                        f"({art.meta.get('target')}, this is {dev.key()}); recompile it")
+    module = unpack(art)
+    load_cubin = getattr(dev, "load_cubin", None)
+    if callable(load_cubin):
+        handle = load_cubin(art.cubin)
+    else:
+        handle = dev.load(module.source(), list(module.kernels))
+    return CudaExecutable(module, dev, None, handle=handle)
+
+
+def options_key(fast_math: bool | None = None) -> dict[str, Any]:
+    """The options ``compile(fn, fast_math=...)`` runs with (the device's launch
+    configuration is part of ``target_key``)."""
+    return {"fast_math": fast_math}

@@ -21,6 +21,11 @@ class CudaCompileError(YotaError):
     """NVRTC rejected a generated kernel (a Yota bug: the message holds NVRTC's log)."""
 
 
+# Counters of this process (re-exported as ``yota.backends.cuda.stats``): ``nvrtc`` NVRTC
+# compilations in this process, ``compiles`` programs compiled, ``loads`` artifacts loaded
+# without compiling.
+stats = {"nvrtc": 0, "compiles": 0, "loads": 0}
+
 INSTALL_HINT = "pip install 'yota[cuda]' (cupy-cuda13x and nvidia-cuda-nvrtc)"
 
 
@@ -61,6 +66,7 @@ def compile_cubin(source: str, arch: str, *, fast_math: bool = False,
     """
     nvrtc = _nvrtc()
     nvrtc_version()
+    stats["nvrtc"] += 1
     prog = nvrtc.createProgram(source, name, [], [])
     try:
         try:

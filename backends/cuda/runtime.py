@@ -86,7 +86,7 @@ class CupyDevice:
     def load_cubin(self, cubin: bytes) -> Any:
         mod = self.cp.cuda.function.Module()
         mod.load(cubin)
-        return {"module": mod, "functions": {}}
+        return {"module": mod, "functions": {}, "cubin": cubin}  # the cubin: for a cache
 
     def function(self, handle: Any, name: str) -> Any:
         """Kernel ``name`` of a loaded module, ready for ``launch``."""
