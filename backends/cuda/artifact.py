@@ -14,40 +14,25 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from yota.ir.errors import YotaError
 from yota.ir.types import TensorType
 
+from ..artifact import Artifact as BaseArtifact
 from ..layout_common import Storage
 from .kernel import Config
 from .lower import Call, FnPlan, Gemm, Launch, Memset, Module, View
 
-MAGIC = b"YOTACUB1"
 FORMAT = 1
 
 
-@dataclass
-class Artifact:
+class Artifact(BaseArtifact):
     """A cubin plus constants (``object_code``) and the JSON that launches it (``meta``)."""
 
-    object_code: bytes
-    meta: dict[str, Any]
-
-    def to_bytes(self) -> bytes:
-        head = json.dumps(self.meta, sort_keys=True).encode()
-        return MAGIC + struct.pack("<Q", len(head)) + head + self.object_code
-
-    @staticmethod
-    def from_bytes(data: bytes) -> Artifact:
-        if data[:8] != MAGIC:
-            raise YotaError("not a Yota CUDA artifact (bad magic)")
-        (n,) = struct.unpack("<Q", data[8:16])
-        meta = json.loads(data[16:16 + n].decode())
-        return Artifact(bytes(data[16 + n:]), meta)
+    MAGIC = b"YOTACUB1"
+    KIND = "Yota CUDA"
 
     @property
     def cubin(self) -> bytes:

@@ -11,18 +11,16 @@ their own. ctypes releases the GIL for the duration of the native call.
 
 from __future__ import annotations
 
-import json
-import struct
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from yota.ir.errors import GuardFailed, SignatureError, YotaError
 from yota.ir.types import TensorType
 
+from ..artifact import Artifact as BaseArtifact
 from .jit import Loaded, cfunc
 from .lower import ARRAY_ABI, ENTRY, ENTRY_OBJ
 from .target import Target
@@ -34,7 +32,6 @@ except ImportError:  # pragma: no cover
         return f"guard failed at {loc}: expected {attrs['expected']!r}, got {value!r}"
 
 WS_ALIGN = 64
-MAGIC = b"YOTAOBJ1"
 
 
 def _array_abi_ok() -> bool:
@@ -91,25 +88,12 @@ class IndexOutOfRange(YotaError, IndexError):
     """A ``gather``/``scatter_add`` index is outside its axis (checked before any access)."""
 
 
-@dataclass
-class Artifact:
+class Artifact(BaseArtifact):
     """Everything needed to run a compiled function in another process: the object code
     and a JSON description (signature, workspace size, failure records, target)."""
 
-    object_code: bytes
-    meta: dict[str, Any]
-
-    def to_bytes(self) -> bytes:
-        head = json.dumps(self.meta, sort_keys=True).encode()
-        return MAGIC + struct.pack("<Q", len(head)) + head + self.object_code
-
-    @staticmethod
-    def from_bytes(data: bytes) -> Artifact:
-        if data[:8] != MAGIC:
-            raise YotaError("not a Yota object artifact (bad magic)")
-        (n,) = struct.unpack("<Q", data[8:16])
-        meta = json.loads(data[16:16 + n].decode())
-        return Artifact(bytes(data[16 + n:]), meta)
+    MAGIC = b"YOTAOBJ1"
+    KIND = "Yota object"
 
 
 class LLVMExecutable:
