@@ -231,9 +231,6 @@ def _log10(L: Any, outs: list[TensorType], x: Any) -> Value:
     return L.b.div(L.b.log(_operand(L, x, out.dtype, out.shape)), ln10)
 
 
-def _pow_forward(x: Any, y: Any) -> Any:
-    return np.power(x, y)
-
 
 @register("power", np.power, np.power)
 def _power(L: Any, outs: list[TensorType], x: Any, y: Any) -> Value:
@@ -471,9 +468,6 @@ def _outer(L: Any, outs: list[TensorType], a: Any, b: Any, out: Any = None) -> V
 def _reshaping(L: Any, outs: list[TensorType], a: Any, *args: Any, **kw: Any) -> Value:
     return L.b.reshape_to(L.operand(a, outs[0].dtype, None), outs[0].shape)
 
-
-def _same_order(name: str, fwd: Callable[..., Any], *funcs: Any) -> None:
-    register(name, fwd, *funcs)(_reshaping)
 
 
 @register("reshape", np.reshape, np.reshape)

@@ -35,10 +35,6 @@ def flatten_args(args: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
     return leaves, tuple(defs)
 
 
-def leaves_of(args: Sequence[Any]) -> list[Any]:
-    return flatten_args(args)[0]
-
-
 @dataclass
 class Program:
     tape: Tape
@@ -72,4 +68,4 @@ class Program:
         return self.exe(*leaves)
 
     def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return self.run(leaves_of(args))
+        return self.run(flatten_args(args)[0])

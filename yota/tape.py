@@ -16,8 +16,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from yota.ir.types import TensorType
 
 
@@ -141,7 +139,3 @@ class Tape:
             self._ir[key] = tape_to_ir(self, name)
         return self._ir[key]
 
-
-def example_value_type(value: Any) -> TensorType:
-    a = np.asarray(value)
-    return TensorType(a.dtype, a.shape)
