@@ -14,8 +14,9 @@ The key is the SHA-256 of named, versioned parts (``KEY_PARTS``): the canonical 
 IR of the optimized program with its callees (so every callee, in any file, and every
 rule used is covered; provenance comments name files by base name and line), the
 argument signature, the backend and its options, the target (triple, CPU, features),
-the LLVM and llvmlite versions, Yota's version with a hash of the IR and backend
-sources, and the cache format. ``explain`` shows the parts, and on a miss the nearest
+the LLVM and llvmlite versions, Yota's version with a hash of every source that shapes
+the generated code (``source_files``: the front end, the IR package, the shared backend
+modules and the backend's own package), and the cache format. ``explain`` shows the parts, and on a miss the nearest
 stored entry and the parts that differ.
 
 Layout, in ``$YOTA_CACHE_DIR`` (else ``$XDG_CACHE_HOME/yota``, else ``~/.cache/yota``),
@@ -207,19 +208,41 @@ def make_key(fn: Function, backend: str | None, *, kind: str,
 _source_hashes: dict[str, str] = {}
 
 
-def _yota_version(backend_module: Any) -> dict[str, str]:
-    """Yota's version and a hash of the sources that turn printed IR into object code
-    (the IR package and the backend), so an edited checkout never reuses stale code."""
+def source_files(backend_module: Any) -> list[tuple[str, Path]]:
+    """Every source file that can change the code compiled for ``backend_module`` or its
+    calling convention, as (name, path): the front end that builds the IR (``yota/``), the
+    IR package (ops, rules, passes), the backend-neutral modules of ``yota.backends`` and
+    the backend's own package. Other backends' packages are left out."""
+    import yota
+    from yota import backends as backends_pkg
     from yota import ir as ir_pkg
 
-    dirs = [Path(ir_pkg.__file__).parent, Path(backend_module.__file__).parent]
-    key = "|".join(map(str, dirs))
+    groups = {"yota": Path(yota.__file__).parent, "ir": Path(ir_pkg.__file__).parent,
+              "backends": Path(backends_pkg.__file__).parent}
+    own = Path(backend_module.__file__).parent
+    roots = {d.resolve() for d in groups.values()}
+    out: dict[Path, str] = {}
+    for group, root in groups.items():
+        for p in sorted(root.rglob("*.py")):
+            if any(root.resolve() in d.parents and d in p.resolve().parents for d in roots):
+                continue  # a nested group (the wheel's yota/ir): hashed under its own name
+            inner = p.parent.resolve()
+            if group == "backends" and inner != root.resolve() and own.resolve() not in (
+                    inner, *inner.parents):
+                continue  # another backend's package
+            out.setdefault(p.resolve(), f"{group}/{p.relative_to(root).as_posix()}")
+    return sorted(((name, path) for path, name in out.items()), key=lambda t: t[0])
+
+
+def _yota_version(backend_module: Any) -> dict[str, str]:
+    """Yota's version and a hash of every source that shapes the generated code
+    (``source_files``), so an edited checkout never reuses stale code."""
+    key = str(Path(backend_module.__file__).resolve())
     if key not in _source_hashes:
         h = hashlib.sha256()
-        for d in dirs:
-            for p in sorted(d.rglob("*.py")):
-                with contextlib.suppress(OSError):
-                    h.update(str(p.relative_to(d)).encode() + b"\0" + p.read_bytes())
+        for name, path in source_files(backend_module):
+            with contextlib.suppress(OSError):
+                h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
         _source_hashes[key] = h.hexdigest()[:16]
     version = getattr(sys.modules.get("yota"), "__version__", "unknown")
     return {"version": version, "sources": _source_hashes[key]}
