@@ -157,7 +157,7 @@ def test_every_part_changes_the_key(cache_dir, monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(yota, "__version__", "9.9.9")
     keys.add(yc.make_key(fn, None, kind="grad", signature=sig).hex)
-    monkeypatch.setattr(yc, "FORMAT", 99)
+    monkeypatch.setattr(yc.key, "FORMAT", 99)
     keys.add(yc.make_key(fn, None, kind="grad", signature=sig).hex)
     assert len(keys) == 11
 
@@ -276,7 +276,7 @@ def test_full_disk_leaves_no_entry(cache_dir, monkeypatch):
             f.write(data[: len(data) // 2])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
-    monkeypatch.setattr(yc, "_write_file", failing_write)
+    monkeypatch.setattr(yc.store, "_write_file", failing_write)
     with pytest.warns(yc.CacheWarning, match="No space left on device.*not cached"):
         got = run()
     assert same(got, want)
@@ -367,7 +367,8 @@ def test_docstring_examples(cache_dir):
     import doctest
     import sys
 
-    for name in ("yota.cache", "yota.aot"):  # yota.aot the attribute is the function
+    for name in ("yota.cache", "yota.cache.explanation", "yota.cache.store",
+                 "yota.pipeline", "yota.aot"):  # yota.aot the attribute is the function
         assert doctest.testmod(sys.modules[name]).failed == 0, name
 
 
@@ -375,6 +376,6 @@ def test_a_key_that_cannot_be_computed_compiles_without_cache(cache_dir, monkeyp
     def broken(*a, **k):
         raise TypeError("cannot print attribute value <object>")
 
-    monkeypatch.setattr(yc, "make_key", broken)
+    monkeypatch.setattr(yc.lookup, "make_key", broken)
     with pytest.warns(yc.CacheWarning, match="cannot compute a cache key"):
         assert same(run(), reference())

@@ -38,6 +38,7 @@ from yota.ir.core import Function
 from yota.ir.errors import YotaError
 
 from . import cache as _cache
+from . import pipeline
 
 C_TYPES = {"f4": "float", "f8": "double", "i4": "int32_t", "i8": "int64_t", "b1": "uint8_t"}
 WS_ALIGN = 64
@@ -74,7 +75,7 @@ def aot(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] 
     why = cache.problem()
     if why:
         raise YotaError(f"cannot precompile into {cache.root}: {why}")
-    fn, sig = _cache.program_ir(f, example_args, optimize=optimize)
+    fn, sig = pipeline.program_ir(f, example_args, optimized=optimize)
     key = _cache.make_key(fn, backend, kind="grad", signature=sig)
     if key is None:
         raise YotaError(f"backend {backend!r} cannot save compiled code")
@@ -149,7 +150,7 @@ def build_shared_library(programs: Sequence[tuple[Callable[..., Any], Sequence[A
     descs, objects = [], []
     used: set[str] = set()
     for i, (f, args) in enumerate(programs):
-        fn, sig = _cache.program_ir(f, tuple(args), optimize=optimize)
+        fn, sig = pipeline.program_ir(f, tuple(args), optimized=optimize)
         cname = _unique(c_identifier(names[i] if names else
                                      f"{getattr(f, '__name__', 'f')}_grad"), used)
         art = native.shared_object(fn, f"{cname}_ws")

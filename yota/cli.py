@@ -43,7 +43,7 @@ from yota.ir.errors import YotaError
 from yota.ir.printer import callee_order, format_attr, print_function
 from yota.ir.types import TensorType, dtype_name
 
-from . import structs
+from . import pipeline, structs
 from .tape import Entry, Tape, Var
 from .tape_print import format_entry, format_static
 
@@ -295,47 +295,17 @@ def _passes_module(stage: str) -> Any:
                         f"(yota.ir.passes) cannot be imported ({e})") from e
 
 
-def _stage_end(names: list[str], stage: str) -> int:
-    """How many passes of the pipeline ``names`` make up ``stage``."""
-    fuse = names.index("fuse") if "fuse" in names else None
-    plan = names.index("plan_memory") if "plan_memory" in names else None
-    need = {"fused": ("fuse", fuse), "planned": ("plan_memory", plan)}.get(stage)
-    if need is not None and need[1] is None:
-        raise ToolError(f"stage {stage!r} is not available yet: the pipeline "
-                        f"(yota.ir.passes.PIPELINE) has no {need[0]!r} pass")
-    if stage == "optimized":
-        return min(i for i in (fuse, plan, len(names)) if i is not None)
-    if stage == "fused":
-        return plan if plan is not None and fuse is not None and plan > fuse else len(names)
-    return len(names)
-
-
 def float_leaves(tape: Tape, fn: Function) -> list[int]:
     """The inputs yota.grad differentiates: every float leaf of the arguments."""
-    return [i for i in range(len(tape.leaf_vars)) if fn.inputs[i].dtype.kind == "f"]
+    return pipeline.float_leaves(tape, fn)
 
 
 def build_stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tuple[str, Function]]:
     """``[("traced", fn), ("grad", fn), (pass name, fn after it), ...]`` through ``upto``."""
-    from yota.ir.autodiff import vjp
-
-    fn = tape.to_ir()
-    stages = [("traced", fn)]
-    if upto == "traced":
-        return stages
-    out = fn.outputs[0].type if len(fn.outputs) == 1 else None
-    if out is None or out.ndim != 0 or out.dtype.kind != "f":
-        got = ", ".join(str(v.type) for v in fn.outputs) or "nothing"
-        raise ToolError(f"stage {upto!r} differentiates {tape.fname}, which must return a "
-                        f"scalar float; it returns {got} (--stage traced shows its IR)")
-    stages.append(("grad", vjp(fn, float_leaves(tape, fn))))
-    if upto == "grad":
-        return stages
-    passes = _passes_module(upto)
-    names = [n for n, _ in passes.PIPELINE]
-    run = passes.optimize(stages[-1][1], names[:_stage_end(names, upto)],
-                          fast_math=fast_math, trace_stages=True)
-    return stages + list(run[1:])
+    try:
+        return pipeline.stages(tape, upto, fast_math=fast_math)
+    except pipeline.StageError as e:
+        raise ToolError(str(e)) from None
 
 
 def run_passes(fn: Function, names: Sequence[str], *, fast_math: bool = False,

@@ -10,11 +10,12 @@ import numpy as np
 from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
-from . import cache as _disk_cache
 from . import device as _device
+from . import pipeline
+from .cache import tape_signature
 from .program import Program, signature
 from .tape import Tape, Var
-from .tracer import rebuild_sequence, trace
+from .tracer import rebuild_sequence
 
 
 def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
@@ -35,11 +36,6 @@ def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
     return build(result)
 
 
-def _input_signature(tape: Tape) -> tuple[Any, ...]:
-    args = [e.value for e in tape.entries if e.kind == "input"]
-    return signature(args)
-
-
 def play(tape: Tape, *args: Any) -> Any:
     """Replay ``tape`` on new arguments of the same signature (Yota.jl's ``play!``).
 
@@ -51,10 +47,10 @@ def play(tape: Tape, *args: Any) -> Any:
     >>> float(yota.play(tape, np.arange(3.0)))
     6.0
     """
-    if signature(args) != _input_signature(tape):
+    if signature(args) != tape_signature(tape):
         raise SignatureError(f"play: the arguments do not match the signature {tape.fname} "
                              "was traced with (structure, static values, dtypes, shapes)")
-    fn = tape.to_ir()
+    fn = pipeline.lower(tape)
     program = Program.build(tape, fn, get_backend("interp").compile(fn))
     if not (program.still_valid() and tape.bindings_hold()):
         raise TraceError(f"play: an array that {tape.fname} reads from a closure or global "
@@ -95,16 +91,8 @@ class CompiledFunction:
         self._add(tape)
 
     def _add(self, tape: Tape) -> Program:
-        fn = tape.to_ir()
-        try:
-            from yota.ir.passes import optimize
-            fn = optimize(fn)
-        except ImportError:
-            pass
-        exe = _disk_cache.compile_cached(fn, self.backend, kind="forward", use_cache=self.cache,
-                                         signature=_input_signature(tape))
-        program = Program.build(tape, fn, exe)
-        self.programs.setdefault(_input_signature(tape), []).insert(0, program)
+        program = pipeline.build_forward(tape, self.backend, cache=self.cache)
+        self.programs.setdefault(tape_signature(tape), []).insert(0, program)
         return program
 
     @property
@@ -123,7 +111,7 @@ class CompiledFunction:
         if self.f is None:
             raise SignatureError("this function was compiled from a tape; the arguments do not "
                                  "match its signature or a guard failed, and it cannot retrace")
-        _, tape = trace(self.f, *_device.host_values(args))
+        _, tape = pipeline.trace_forward(self.f, args)
         return _restructure(tape.result, self._add(tape)(args))
 
 
@@ -140,5 +128,5 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
     if isinstance(f, Tape):
         return CompiledFunction(None, f, backend, cache)
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
-    _, tape = trace(f, *_device.host_values(example_args))
+    _, tape = pipeline.trace_forward(f, example_args)
     return CompiledFunction(f, tape, backend, cache)

@@ -18,35 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.autodiff import vjp
 from yota.ir.core import Function
-from yota.ir.errors import GuardFailed, TraceError
+from yota.ir.errors import GuardFailed
 from yota.ir.printer import print_function
 
-from . import cache as _disk_cache
 from . import device as _device
-from . import structs
+from . import pipeline, structs
+from .pipeline import Stats, stats
 from .program import Program, flatten_args
-from .tape import Tape, Var
-from .tracer import trace
+from .tape import Var
 
 log = logging.getLogger("yota")
 
-
-@dataclass
-class Stats:
-    """Counters that make caching observable: ``yota.stats.traces`` etc."""
-
-    traces: int = 0
-    hits: int = 0
-    guard_failures: int = 0
-    compiles: int = 0
-
-    def reset(self) -> None:
-        self.traces = self.hits = self.guard_failures = self.compiles = 0
-
-
-stats = Stats()
+__all__ = ["GradientResult", "Stats", "build_grad_program", "grad", "stats"]
 
 
 class GradientResult:
@@ -169,12 +153,12 @@ class _Unweakrefable:
 
 def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
                      optimize: bool, cache: bool = True) -> Program:
-    val, tape = _trace(f, args)
-    fn = tape.to_ir()
+    val, tape = pipeline.trace_grad(f, args)
+    fn = pipeline.lower(tape)
     key = f"{backend}|{optimize}|{print_function(fn)}"
     program = _dynamic_cache.get(key)
     if program is None:
-        program = _compile_grad(tape, fn, backend, optimize, cache)
+        program = pipeline.build_grad(tape, backend, optimized=optimize, cache=cache, fn=fn)
         _dynamic_cache[key] = program
     else:
         stats.hits += 1
@@ -182,59 +166,11 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | 
     return program
 
 
-def _trace(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
-    stats.traces += 1
-    log.info("yota: tracing %s", getattr(f, "__name__", f))
-    val, tape = trace(f, *_device.host_values(args))  # tracing needs host values
-    _check_scalar(tape, val, f)
-    return val, tape
-
-
-def _check_scalar(tape: Tape, val: Any, f: Any) -> None:
-    r = tape.result
-    name = getattr(f, "__name__", "f")
-    if isinstance(r, Var):
-        if r.type is not None and r.type.ndim == 0 and r.type.dtype.kind == "f":
-            return
-        what = f"an array {r.type}"
-    elif isinstance(r, float):
-        return
-    else:
-        what = f"a {type(val).__name__}"
-    where = f" ({tape.loc})" if tape.loc else ""
-    raise TraceError(f"yota.grad needs {name}{where} to return a scalar float (0-d), but it "
-                     f"returned {what}; reduce it first (np.sum, np.mean) or differentiate "
-                     "one element")
-
-
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
                        optimize: bool, cache: bool = True) -> Program:
-    _, tape = _trace(f, args)
-    return _compile_grad(tape, tape.to_ir(), backend, optimize, cache)
-
-
-def _compile_grad(tape: Tape, fn: Function, backend: str | None, optimize: bool,
-                  cache: bool = True) -> Program:
-    n_leaves = len(tape.leaf_vars)
-    wrt = [i for i in range(n_leaves) if fn.inputs[i].dtype.kind == "f"]
-    gfn = vjp(fn, wrt)
-    if optimize:
-        gfn = run_pipeline(gfn)
-    stats.compiles += 1
-    # the on-disk cache (yota.cache): the key comes from the printed IR, so a hit
-    # skips only the native compilation
-    exe = _disk_cache.compile_cached(gfn, backend, kind="grad", use_cache=cache,
-                                     signature=_disk_cache.tape_signature(tape))
-    return Program.build(tape, gfn, exe)
-
-
-def run_pipeline(fn: Function) -> Function:
-    """The default optimization pipeline (``yota.ir.passes``), when available."""
-    try:
-        from yota.ir.passes import optimize as _optimize
-    except ImportError:
-        return fn
-    return _optimize(fn)
+    """Trace ``f`` at ``args`` and compile its gradient program (``yota.pipeline``)."""
+    _, tape = pipeline.trace_grad(f, args)
+    return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
 
 
 def _unpack(program: Program, outs: list[np.ndarray], args: Sequence[Any]

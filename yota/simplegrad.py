@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.autodiff import vjp
 from yota.ir.core import Function, Value
 from yota.ir.ops import OPS
 from yota.ir.printer import format_attr
 
-from . import structs
+from . import pipeline, structs
 from .tape import Tape
-from .tracer import trace
+
+PASSES = ("dce", "cse", "simplify", "dce")  # readable code: no fusion, no memory plan
 
 
 def _ops_namespace() -> types.SimpleNamespace:
@@ -135,16 +135,8 @@ def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
     >>> g(np.array([1.0, 2.0]))[1]
     array([2., 4.])
     """
-    _, tape = trace(f, *args)
-    fn = tape.to_ir()
-    wrt = [i for i in range(len(tape.leaf_vars)) if fn.inputs[i].dtype.kind == "f"]
-    gfn = vjp(fn, wrt)
-    try:
-        from yota.ir.passes import optimize
-
-        gfn = optimize(gfn, passes=["dce", "cse", "simplify", "dce"])
-    except ImportError:
-        pass
+    _, tape = pipeline.trace_forward(f, args)
+    gfn = pipeline.grad_ir(tape, passes=PASSES)
     name = f"{getattr(f, '__name__', 'f').replace('<lambda>', 'f')}_grad"
     src, consts = _source(gfn, tape, name)
     ns: dict[str, Any] = {"np": np, "yops": _ops_namespace(), **consts}

@@ -24,22 +24,20 @@ def child(mode):
     t0 = T()
     sys.path.insert(0, HERE)
     import mlp
-    from yota.ir.autodiff import vjp
 
     from yota import cache as yc
-    from yota.grad import run_pipeline
-    from yota.program import leaves_of
+    from yota import pipeline
+    from yota.program import flatten_args
     from yota.tracer import trace
 
     r = {"import yota": T() - t0}
     args = mlp.example()
     t = T()
     _, tape = trace(mlp.loss, *args)
-    fn = tape.to_ir()
+    fn = pipeline.lower(tape)
     r["trace"] = T() - t
     t = T()
-    gfn = run_pipeline(vjp(fn, [i for i in range(len(tape.leaf_vars))
-                                if fn.inputs[i].dtype.kind == "f"]))
+    gfn = pipeline.grad_ir(tape, fn=fn)
     r["differentiate+optimize"] = T() - t
     t = T()
     from yota.backends import llvm
@@ -64,7 +62,7 @@ def child(mode):
             t = T()
             yc.save(yc.default_cache(), key, gfn, llvm, exe)
             r["store entry"] = T() - t
-    leaves = leaves_of(args)
+    leaves, _ = flatten_args(args)
     t = T()
     exe(*leaves)
     r["first call"] = T() - t

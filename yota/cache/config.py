@@ -1,0 +1,85 @@
+"""The cache's settings (environment variables), its counters, errors and warnings."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from yota.ir.errors import YotaError
+
+log = logging.getLogger("yota")
+
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+class CacheWarning(UserWarning):
+    """A cache problem that Yota recovered from (the result is still correct)."""
+
+
+class BadEntry(YotaError):
+    """A stored entry that cannot be used: corrupt, truncated, stale or foreign."""
+
+
+@dataclass
+class CacheStats:
+    """Counters of this process: ``hits`` entries loaded instead of compiled, ``misses``
+    lookups that found nothing usable, ``compiles`` programs compiled by the cache
+    layer, ``stores`` entries written, ``errors`` bad entries or failed writes
+    recovered from, ``evictions`` entries removed for the size limit."""
+
+    hits: int = 0
+    misses: int = 0
+    compiles: int = 0
+    stores: int = 0
+    errors: int = 0
+    evictions: int = 0
+
+    def reset(self) -> None:
+        self.hits = self.misses = self.compiles = self.stores = self.errors = 0
+        self.evictions = 0
+
+
+stats = CacheStats()
+
+
+# -- configuration ------------------------------------------------------------------------
+def enabled() -> bool:
+    """False when ``YOTA_CACHE`` is ``0``, ``off``, ``false`` or ``no``."""
+    return os.environ.get("YOTA_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def cache_dir() -> Path:
+    """``$YOTA_CACHE_DIR``, else ``$XDG_CACHE_HOME/yota``, else ``~/.cache/yota``."""
+    env = os.environ.get("YOTA_CACHE_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base).absolute() / "yota"
+
+
+def max_bytes() -> int:
+    raw = os.environ.get("YOTA_CACHE_MAX_BYTES", "")
+    try:
+        return int(float(raw)) if raw.strip() else DEFAULT_MAX_BYTES
+    except ValueError:
+        _warn_once(f"YOTA_CACHE_MAX_BYTES={raw!r} is not a number; using "
+                   f"{DEFAULT_MAX_BYTES} bytes")
+        return DEFAULT_MAX_BYTES
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(msg: str) -> None:
+    if msg not in _warned:
+        _warned.add(msg)
+        _warn(msg)
+
+
+def _warn(msg: str) -> None:
+    log.warning("yota cache: %s", msg)
+    warnings.warn(f"yota cache: {msg}", CacheWarning, stacklevel=4)
+

@@ -1,0 +1,174 @@
+"""The key of a compiled program: the SHA-256 of named, versioned parts (``KEY_PARTS``).
+
+The parts are the canonical printed IR of the program with its callees, the argument
+signature, the backend and its options, the target, the LLVM and llvmlite versions,
+Yota's version with a hash of every source that shapes the generated code
+(``source_files``), and the cache format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from yota.backends import get_backend
+from yota.ir.core import Function
+from yota.ir.printer import print_function
+
+FORMAT = 1  # bump when the layout, the metadata or the key's derivation changes
+KEY_PARTS = ("format", "kind", "ir", "signature", "backend", "target", "llvm", "llvmlite",
+             "yota")
+
+
+@dataclass
+class Key:
+    """The key of one program: its parts, each part's digest, and the key itself."""
+
+    parts: dict[str, Any]
+    ir_text: str
+    digests: dict[str, str] = field(init=False)
+    hex: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.digests = {k: _digest(v) for k, v in self.parts.items()}
+        h = hashlib.sha256(f"yota-cache-key/{FORMAT}\n".encode())
+        for name in sorted(self.digests):
+            h.update(f"{name}={self.digests[name]}\n".encode())
+        self.hex = h.hexdigest()
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(_canonical(value)).hexdigest()
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def make_key(fn: Function, backend: str | None, *, kind: str,
+             signature: Any = None) -> Key | None:
+    """The key of compiling ``fn`` on ``backend``, or None if that backend's code cannot
+    be saved (the interpreter; CUDA without a device, or on the CPU emulation: a backend's
+    ``cacheable()`` says). Computing it compiles nothing."""
+    mod = get_backend(backend)
+    if not all(hasattr(mod, a) for a in ("save", "load", "target_key", "Artifact")):
+        return None
+    if callable(getattr(mod, "cacheable", None)) and not mod.cacheable():
+        return None
+    text = print_function(fn)
+    target = dict(mod.target_key())
+    llvm_version = target.pop("llvm", None)
+    llvmlite_version = target.pop("llvmlite", None)
+    opts = mod.options_key() if callable(getattr(mod, "options_key", None)) else {}
+    parts = {
+        "format": FORMAT,
+        "kind": kind,
+        "ir": {"function": fn.name, "sha256": hashlib.sha256(text.encode()).hexdigest(),
+               "lines": text.count("\n") + 1},
+        "signature": describe_signature(signature) if signature is not None else None,
+        "backend": {"name": getattr(mod, "__name__", str(backend)).rsplit(".", 1)[-1],
+                    "options": opts},
+        "target": target,
+        "llvm": llvm_version,
+        "llvmlite": llvmlite_version,
+        "yota": _yota_version(mod),
+    }
+    return Key(parts, text)
+
+
+_source_hashes: dict[str, str] = {}
+
+
+def source_files(backend_module: Any) -> list[tuple[str, Path]]:
+    """Every source file that can change the code compiled for ``backend_module`` or its
+    calling convention, as (name, path): the front end that builds the IR (``yota/``), the
+    IR package (ops, rules, passes), the backend-neutral modules of ``yota.backends`` and
+    the backend's own package. Other backends' packages are left out."""
+    import yota
+    from yota import backends as backends_pkg
+    from yota import ir as ir_pkg
+
+    groups = {"yota": Path(yota.__file__).parent, "ir": Path(ir_pkg.__file__).parent,
+              "backends": Path(backends_pkg.__file__).parent}
+    own = Path(backend_module.__file__).parent
+    roots = {d.resolve() for d in groups.values()}
+    out: dict[Path, str] = {}
+    for group, root in groups.items():
+        for p in sorted(root.rglob("*.py")):
+            if any(root.resolve() in d.parents and d in p.resolve().parents for d in roots):
+                continue  # a nested group (the wheel's yota/ir): hashed under its own name
+            inner = p.parent.resolve()
+            if group == "backends" and inner != root.resolve() and own.resolve() not in (
+                    inner, *inner.parents):
+                continue  # another backend's package
+            out.setdefault(p.resolve(), f"{group}/{p.relative_to(root).as_posix()}")
+    return sorted(((name, path) for path, name in out.items()), key=lambda t: t[0])
+
+
+def _yota_version(backend_module: Any) -> dict[str, str]:
+    """Yota's version and a hash of every source that shapes the generated code
+    (``source_files``), so an edited checkout never reuses stale code."""
+    key = str(Path(backend_module.__file__).resolve())
+    if key not in _source_hashes:
+        h = hashlib.sha256()
+        for name, path in source_files(backend_module):
+            with contextlib.suppress(OSError):
+                h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        _source_hashes[key] = h.hexdigest()[:16]
+    version = getattr(sys.modules.get("yota"), "__version__", "unknown")
+    return {"version": version, "sources": _source_hashes[key]}
+
+
+def tape_signature(tape: Any) -> tuple[Any, ...]:
+    """The argument signature a tape was traced with (structure, static values, leaves)."""
+    from ..program import signature
+
+    return signature([e.value for e in tape.entries if e.kind == "input"])
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def describe_signature(sig: Sequence[Any]) -> str:
+    """A stable, readable rendering of ``yota.program.signature(args)``: containers by
+    qualified type name and keys, leaves as ``f32[3,4]``, static values by ``repr``
+    (without memory addresses, which change from one process to the next)."""
+    return "(" + ", ".join(_describe_tree(t) for t in sig) + ")"
+
+
+def _describe_tree(t: Any) -> str:
+    if isinstance(t, tuple) and len(t) == 2 and t[0] == "leaf":
+        sig = t[1]
+        return "float" if sig == ("float",) else f"{sig[0]}[{','.join(map(str, sig[1]))}]"
+    if isinstance(t, tuple) and len(t) == 2 and t[0] == "static":
+        k = t[1]
+        return "<unhashable>" if k[0] == "id" else _stable_repr(k[1])
+    if isinstance(t, tuple) and len(t) == 3 and isinstance(t[0], type):
+        typ, keys, kids = t
+        inner = ", ".join(f"{k}={_describe_tree(c)}" if typ not in (tuple, list)
+                          else _describe_tree(c) for k, c in zip(keys, kids, strict=True))
+        if typ is tuple:
+            return f"({inner}{',' if len(kids) == 1 else ''})"
+        return f"[{inner}]" if typ is list else f"{_qualname(typ)}({inner})"
+    return _stable_repr(t)
+
+
+def _qualname(t: type) -> str:
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def _stable_repr(x: Any) -> str:
+    if isinstance(x, type):
+        return _qualname(x)
+    if x is None or isinstance(x, (bool, int, float, complex, str, bytes)):
+        return repr(x)
+    if callable(x) and hasattr(x, "__qualname__"):
+        return f"<{type(x).__name__} {getattr(x, '__module__', '?')}.{x.__qualname__}>"
+    return _ADDRESS.sub("", repr(x))

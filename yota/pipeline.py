@@ -1,0 +1,218 @@
+"""The one place where Yota's stages are chained.
+
+    user f(args) --trace--> Tape --lower--> ir.Function --vjp--> ir.Function
+                 --optimize--> ir.Function --compile (through yota.cache)--> executable
+
+``yota.grad``, ``yota.compile``, ``yota.simplegrad``, ``yota.aot``, the cache's
+``explain``/``program_ir`` and ``yota-ir`` all build their programs with the functions
+below, so every entry point runs the same stages in the same order.
+
+>>> import numpy as np
+>>> _, tape = trace_grad(lambda x: np.sum(x * x), (np.ones(3),))
+>>> [name for name, _ in stages(tape, "grad")]
+['traced', 'grad']
+>>> grad_ir(tape).outputs[1].type
+f64[3]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from yota.ir import passes as _passes
+from yota.ir.autodiff import vjp
+from yota.ir.core import Function
+from yota.ir.errors import TraceError, YotaError
+
+from . import device as _device
+from .cache.key import tape_signature
+from .cache.lookup import compile_cached
+from .program import Program
+from .tape import Tape, Var
+from .tracer import trace
+
+log = logging.getLogger("yota")
+
+STAGES: dict[str, str] = {
+    "traced": "the tape as typed IR (tape.to_ir())",
+    "grad": "value and gradients by rule rewrites (vjp, w.r.t. every float leaf)",
+    "optimized": "after the default pipeline's passes that come before fusion",
+    "fused": "after fusion: elementwise chains become `fused` kernels",
+    "planned": "after memory planning: the program yota.grad runs",
+}
+
+
+class StageError(YotaError):
+    """A stage that cannot be built for this function (not a scalar, a missing pass)."""
+
+
+@dataclass
+class Stats:
+    """Counters that make caching observable: ``yota.stats.traces`` etc."""
+
+    traces: int = 0
+    hits: int = 0
+    guard_failures: int = 0
+    compiles: int = 0
+
+    def reset(self) -> None:
+        self.traces = self.hits = self.guard_failures = self.compiles = 0
+
+
+stats = Stats()
+
+
+# -- trace ------------------------------------------------------------------------------------
+def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
+    """Trace ``f`` at ``args`` (host copies of device arrays)."""
+    return trace(f, *_device.host_values(args))
+
+
+def trace_grad(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
+    """Trace ``f`` for differentiation: counted in ``stats.traces``; ``f`` must return a
+    scalar float."""
+    stats.traces += 1
+    log.info("yota: tracing %s", getattr(f, "__name__", f))
+    val, tape = trace_forward(f, args)
+    check_scalar(tape, val, f)
+    return val, tape
+
+
+def check_scalar(tape: Tape, val: Any, f: Any) -> None:
+    """Raise ``TraceError`` unless the traced result is a scalar float."""
+    r = tape.result
+    name = getattr(f, "__name__", "f")
+    if isinstance(r, Var):
+        if r.type is not None and r.type.ndim == 0 and r.type.dtype.kind == "f":
+            return
+        what = f"an array {r.type}"
+    elif isinstance(r, float):
+        return
+    else:
+        what = f"a {type(val).__name__}"
+    where = f" ({tape.loc})" if tape.loc else ""
+    raise TraceError(f"yota.grad needs {name}{where} to return a scalar float (0-d), but it "
+                     f"returned {what}; reduce it first (np.sum, np.mean) or differentiate "
+                     "one element")
+
+
+# -- lower, differentiate, optimize -----------------------------------------------------------
+def lower(tape: Tape) -> Function:
+    """The tape as typed IR."""
+    return tape.to_ir()
+
+
+def float_leaves(tape: Tape, fn: Function) -> list[int]:
+    """The inputs yota.grad differentiates: every float leaf of the arguments."""
+    return [i for i in range(len(tape.leaf_vars)) if fn.inputs[i].dtype.kind == "f"]
+
+
+def differentiate(tape: Tape, fn: Function) -> Function:
+    """Value and gradients of ``fn`` (the lowered ``tape``) w.r.t. every float leaf."""
+    return vjp(fn, float_leaves(tape, fn))
+
+
+def optimize(fn: Function, passes: Sequence[str] | None = None, *,
+             fast_math: bool = False) -> Function:
+    """``fn`` after ``passes`` (default: the whole pipeline, ``yota.ir.passes.PIPELINE``)."""
+    return _passes.optimize(fn, None if passes is None else list(passes), fast_math=fast_math)
+
+
+def forward_ir(tape: Tape, *, optimized: bool = True) -> Function:
+    """The program ``yota.compile`` runs for ``tape``."""
+    fn = lower(tape)
+    return optimize(fn) if optimized else fn
+
+
+def grad_ir(tape: Tape, *, optimized: bool = True, fn: Function | None = None,
+            passes: Sequence[str] | None = None) -> Function:
+    """The program ``yota.grad`` runs for ``tape`` (``fn``: its IR, if already lowered;
+    ``passes``: other passes than the whole pipeline)."""
+    gfn = differentiate(tape, lower(tape) if fn is None else fn)
+    return optimize(gfn, passes) if optimized else gfn
+
+
+def program_ir(f: Callable[..., Any], args: Sequence[Any], *, kind: str = "grad",
+               optimized: bool = True) -> tuple[Function, Any]:
+    """The IR ``yota.grad`` (``kind="forward"``: ``yota.compile``) would compile for ``f``
+    at ``args``, and the argument signature."""
+    if kind == "forward":
+        _, tape = trace(f, *args)
+        return forward_ir(tape, optimized=optimized), tape_signature(tape)
+    _, tape = trace_grad(f, args)
+    return grad_ir(tape, optimized=optimized), tape_signature(tape)
+
+
+# -- compile --------------------------------------------------------------------------------
+def build_program(tape: Tape, fn: Function, backend: str | None, *, kind: str,
+                  cache: bool = True) -> Program:
+    """Compile ``fn`` (built from ``tape``) through the on-disk cache: the key comes from
+    the printed IR, so a hit skips only the native compilation."""
+    exe = compile_cached(fn, backend, kind=kind, use_cache=cache,
+                         signature=tape_signature(tape))
+    return Program.build(tape, fn, exe)
+
+
+def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
+               cache: bool = True, fn: Function | None = None) -> Program:
+    """The compiled gradient program of ``tape`` (counted in ``stats.compiles``)."""
+    gfn = grad_ir(tape, optimized=optimized, fn=fn)
+    stats.compiles += 1
+    return build_program(tape, gfn, backend, kind="grad", cache=cache)
+
+
+def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Program:
+    """The compiled, optimized forward program of ``tape``."""
+    return build_program(tape, forward_ir(tape), backend, kind="forward", cache=cache)
+
+
+# -- stages, for inspection -------------------------------------------------------------------
+def stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tuple[str, Function]]:
+    """``[("traced", fn), ("grad", fn), (pass name, fn after it), ...]`` through stage
+    ``upto`` (a key of ``STAGES``); the last one is what that stage compiles."""
+    fn = lower(tape)
+    out = [("traced", fn)]
+    if upto == "traced":
+        return out
+    _check_differentiable(tape, fn, upto)
+    out.append(("grad", differentiate(tape, fn)))
+    if upto == "grad":
+        return out
+    names = [n for n, _ in _passes.PIPELINE]
+    run = _passes.optimize(out[-1][1], names[:_stage_end(names, upto)], fast_math=fast_math,
+                           trace_stages=True)
+    return out + list(run[1:])
+
+
+def _check_differentiable(tape: Tape, fn: Function, upto: str) -> None:
+    out = fn.outputs[0].type if len(fn.outputs) == 1 else None
+    if out is None or out.ndim != 0 or out.dtype.kind != "f":
+        got = ", ".join(str(v.type) for v in fn.outputs) or "nothing"
+        raise StageError(f"stage {upto!r} differentiates {tape.fname}, which must return a "
+                         f"scalar float; it returns {got} (--stage traced shows its IR)")
+
+
+def _stage_end(names: list[str], stage: str) -> int:
+    """How many passes of the pipeline ``names`` make up ``stage``."""
+    fuse = names.index("fuse") if "fuse" in names else None
+    plan = names.index("plan_memory") if "plan_memory" in names else None
+    need = {"fused": ("fuse", fuse), "planned": ("plan_memory", plan)}.get(stage)
+    if need is not None and need[1] is None:
+        raise StageError(f"stage {stage!r} is not available yet: the pipeline "
+                         f"(yota.ir.passes.PIPELINE) has no {need[0]!r} pass")
+    if stage == "optimized":
+        return min(i for i in (fuse, plan, len(names)) if i is not None)
+    if stage == "fused":
+        return plan if plan is not None and fuse is not None and plan > fuse else len(names)
+    return len(names)
+
+
+def run_passes(fn: Function, names: Sequence[str], *,
+               fast_math: bool = False) -> list[tuple[str, Function]]:
+    """``[("input", fn), (pass, fn after it), ...]`` for the passes ``names``."""
+    if not names:
+        return [("input", fn)]
+    return list(_passes.optimize(fn, list(names), fast_math=fast_math, trace_stages=True))
