@@ -22,6 +22,7 @@ import yota
 
 sys.path.insert(0, str(Path(__file__).parent))
 import irgen  # noqa: E402
+import precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,7 +185,7 @@ def test_one_gradient_called_from_several_threads(threads: int) -> None:
     def work(k: int) -> None:
         for _ in range(5):
             got = exe(*inputs[k])
-            msg = irgen.close_results(got, want[k])
+            msg = precision.mismatch(g, inputs[k], got, want[k])
             if msg:
                 errors.append(f"thread {k}: {msg}")
 
@@ -214,7 +215,7 @@ def test_mlp_gradient_from_several_threads() -> None:
     for t in ts:
         t.join()
     for k in range(len(inputs)):
-        assert irgen.close_results(results[k], want[k]) is None
+        assert precision.mismatch(g, inputs[k], results[k], want[k]) is None
 
 
 # -- object code in another process ---------------------------------------------------------------
@@ -254,7 +255,7 @@ def test_object_code_reloads_in_another_process(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     got = list(np.load(tmp_path / "outs.npz").values())
     assert irgen.same_results(got, exe(*args)) is None
-    assert irgen.close_results(got, run(fn, *args)) is None
+    assert precision.mismatch(fn, args, got, run(fn, *args)) is None
     with pytest.raises(yota.ir.GuardFailed) as e:
         exe(*[np.full_like(a, -1.0) if a.dtype.kind == "f" else a for a in args])
     assert r.stdout.strip() == f"GUARD {e.value}"

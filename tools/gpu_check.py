@@ -10,7 +10,7 @@ make the exit status 1):
 1. environment: GPU, compute capability, driver, CuPy, NVRTC, JAX and PyTorch versions;
 2. ops: every op of the op table (``tests/test_cuda_ops.op_programs``: float32, float64,
    integers, bool; special values; 0-d, empty and odd shapes) against the reference
-   interpreter, transcendentals within ``ULPS`` ulps, sums within a tolerance;
+   interpreter, as exactly as ``tests/precision.py`` says each op must match;
 3. random programs (``tests/irgen``), raw and after the pass pipeline, against the
    interpreter (errors must be the same error), float32 and float64;
 4. models: gradients of the example models (``tests/test_cuda_frontend.EXAMPLE_MODELS``:
