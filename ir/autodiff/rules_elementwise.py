@@ -60,8 +60,12 @@ def _mod(b: Builder, op: Op, dy: Value) -> Grads:
 
 
 def _arctan2(b: Builder, op: Op, dy: Value) -> Grads:
+    # 0 at the origin, where the gradient is undefined (the odd-symmetric choice, as for
+    # abs and norms); the denominator is made safe there so that no 0/0 appears in any order
     x, y = op.operands
-    r = b.div(dy, add(b, b.square(x), b.square(y)))
+    den = add(b, b.square(x), b.square(y))
+    zero = full_like(b, den, 0.0)
+    r = b.div(dy, b.select(b.eq(den, zero), full_like(b, den, 1.0), den))
     return [b.mul(r, y), b.neg(b.mul(r, x))]
 
 
