@@ -105,6 +105,8 @@ def to_device(obj: Any, device: str = "cuda", dtype: Any = None) -> Any:
         raise YotaError(f"to_device: device must be 'cuda' or 'cpu', got {device!r}")
     dt = np.dtype(dtype) if dtype is not None else None
     cp = _cupy(required=device == "cuda")
+    if device == "cuda":
+        _require_gpu()
 
     def move(path: Path, x: Any) -> Any:
         if type(x) is float or isinstance(x, np.generic):
@@ -117,6 +119,19 @@ def to_device(obj: Any, device: str = "cuda", dtype: Any = None) -> Any:
             arr = arr.astype(dt)
         return arr
     return rebuild(obj, move)
+
+
+def _require_gpu() -> None:
+    """Raise ``CudaUnavailable`` (a ``YotaError``) with the reason when no CUDA device can
+    be used here, instead of CuPy's raw runtime error at the first copy."""
+    from yota.backends import cuda
+    from yota.backends.cuda.nvrtc import CudaUnavailable
+
+    reason = cuda.unavailable()
+    if reason is not None:
+        raise CudaUnavailable(f"to_device(..., 'cuda'): {reason}; "
+                              "keep the arrays on the CPU (the llvm backend) or run on a "
+                              "machine with a GPU")
 
 
 def _host(x: Any) -> np.ndarray:

@@ -26,42 +26,78 @@ def update_(obj: Any, grads: Any, fn: Callable[[Any, Any], Any] = lambda x, gx: 
     >>> w
     array([0.5, 0. ])
     """
+    if not callable(fn):
+        raise YotaError(f"update_: the rule must be callable as fn(x, gx), got a "
+                        f"{type(fn).__name__}")
     if grads is None:
         return obj
-    if not isinstance(grads, dict):
-        _write_array(obj, grads, fn, ())
-        return obj
-    for path, g in grads.items():
-        if g is None:
-            continue
-        parent = structs.get_path(obj, path[:-1])
-        leaf = structs.get_path(parent, path[-1:])
-        if isinstance(leaf, np.ndarray):
-            _write_array(leaf, g, fn, path)
+    items = [((), obj, grads)] if not isinstance(grads, dict) else \
+        [(path, _leaf_at(obj, path), g) for path, g in grads.items() if g is not None]
+    # every new value is computed and checked before the first write: on an error, nothing
+    # of the caller's data has changed
+    writes = [(path, x, _new_value(x, g, fn, path, obj)) for path, x, g in items]
+    for path, x, new in writes:
+        if isinstance(x, np.ndarray):
+            x[...] = new
         else:
-            _set_field(parent, path, fn(leaf, g))
+            _set_field(structs.get_path(obj, path[:-1]), path, new)
     return obj
 
 
-def _write_array(x: Any, g: Any, fn: Callable[[Any, Any], Any], path: tuple[Any, ...]) -> None:
-    if not isinstance(x, np.ndarray):
-        raise YotaError(f"update_: {structs.format_path(path) or 'the argument'} is a "
-                        f"{type(x).__name__}, not an array; it cannot be updated in place")
-    if not x.flags.writeable:
-        raise YotaError(f"update_: the array at {structs.format_path(path) or 'the argument'} "
-                        "is read-only")
-    x[...] = fn(x, g)
+def _where(path: tuple[Any, ...]) -> str:
+    return structs.format_path(path) or "the argument"
+
+
+def _leaf_at(obj: Any, path: tuple[Any, ...]) -> Any:
+    if not isinstance(path, tuple) or not path:
+        raise YotaError(f"update_: gradient keys are field paths (tuples) as yota.grad gives "
+                        f"them, got {path!r}")
+    try:
+        return structs.get_path(obj, path)
+    except (AttributeError, KeyError, IndexError, TypeError):
+        raise YotaError(f"update_: {type(obj).__name__} has no field {_where(path)} (the "
+                        "gradients belong to another structure)") from None
+
+
+def _new_value(x: Any, g: Any, fn: Callable[[Any, Any], Any], path: tuple[Any, ...],
+               obj: Any) -> Any:
+    parent = structs.get_path(obj, path[:-1]) if path else None
+    if isinstance(x, np.ndarray):
+        if not x.flags.writeable:
+            raise YotaError(f"update_: the array at {_where(path)} is read-only")
+    elif type(x) is not float or not path:
+        raise YotaError(f"update_: {_where(path)} is a {type(x).__name__}, not an array; it "
+                        "cannot be updated in place")
+    else:
+        _check_settable(parent, path)
+    ga = np.asarray(g) if not isinstance(g, str) else None
+    if ga is None or ga.dtype.kind not in "fiub":
+        raise YotaError(f"update_: the gradient for {_where(path)} is a {type(g).__name__}"
+                        f"{f' of dtype {ga.dtype}' if ga is not None else ''}, not a numeric "
+                        "array")
+    if ga.shape != np.shape(x):
+        raise YotaError(f"update_: the gradient for {_where(path)} has shape {ga.shape}, "
+                        f"the value has shape {np.shape(x)}")
+    new = fn(x, g)
+    if np.shape(new) != np.shape(x):
+        raise YotaError(f"update_: fn(x, gx) for {_where(path)} returned shape "
+                        f"{np.shape(new)}, not the value's shape {np.shape(x)}")
+    if isinstance(x, np.ndarray):
+        return np.array(new, dtype=x.dtype, copy=True)
+    return new
+
+
+def _check_settable(parent: Any, path: tuple[Any, ...]) -> None:
+    frozen = (isinstance(parent, tuple) or dataclasses.is_dataclass(parent)
+              and parent.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    if frozen:
+        raise YotaError(f"update_: cannot assign {_where(path)}: its parent is an immutable "
+                        f"{type(parent).__name__}; store an array there (updated in place) or "
+                        "use a mutable structure")
 
 
 def _set_field(parent: Any, path: tuple[Any, ...], value: Any) -> None:
     key = path[-1]
-    where = structs.format_path(path)
-    frozen = (isinstance(parent, tuple) or dataclasses.is_dataclass(parent)
-              and parent.__dataclass_params__.frozen)  # type: ignore[attr-defined]
-    if frozen:
-        raise YotaError(f"update_: cannot assign {where}: its parent is an immutable "
-                        f"{type(parent).__name__}; store an array there (updated in place) or "
-                        "use a mutable structure")
     if isinstance(parent, (list, dict)):
         parent[key] = value
     else:
