@@ -101,3 +101,22 @@ def test_check_rule_reports_a_wrong_rule() -> None:
 
     with pytest.raises(yota.YotaError, match="finite differences"):
         yota.check_rule(cube, (4,))
+
+
+def test_one_checker_and_its_docstrings() -> None:
+    import doctest
+
+    from yota.ir.autodiff import check
+
+    from yota import gradcheck, pipeline
+
+    for mod in (gradcheck, check, pipeline):
+        assert doctest.testmod(mod).failed == 0, mod.__name__
+    x = np.array([0.5, -1.0, 2.0])
+    f = lambda x: np.sum(np.sin(x) * x)  # noqa: E731
+    _, g = yota.grad(f, x)
+    rng = np.random.default_rng(0)
+    (c,) = gradcheck.elementwise(f, [x], g, ["x"], eps=None, max_elements=2, rng=rng)
+    assert (c.leaf, c.type, c.checked, c.size) == ("x", "f64[3]", 2, 3) and c.error < 1e-8
+    (d,) = gradcheck.directional(f, [x], g, rng)
+    assert d.close(1e-8, 1e-10) and d.relative_error() < 1e-8

@@ -142,7 +142,9 @@ def test_internal_error_is_reported_as_a_bug(monkeypatch: pytest.MonkeyPatch) ->
     def boom(*a: Any, **k: Any) -> str:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "to_dot", boom)
+    import yota.ir.dot
+
+    monkeypatch.setattr(yota.ir.dot, "to_dot", boom)
     r = run("graph", MODEL, *EXAMPLE)
     assert r.exit_code == cli.EXIT_INTERNAL
     assert "internal error in Yota" in r.stderr and "RuntimeError: boom" in r.stderr

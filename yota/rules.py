@@ -162,6 +162,7 @@ def check_rule(fn: Callable[..., Any], *args: Any, eps: float = 1e-6, rtol: floa
     >>> errs[0] < 1e-6
     True
     """
+    from . import gradcheck
     from .grad import grad
 
     rng = np.random.default_rng(seed)
@@ -173,16 +174,10 @@ def check_rule(fn: Callable[..., Any], *args: Any, eps: float = 1e-6, rtol: floa
         return np.sum(fn(*xs) * w)
 
     _, g = grad(loss, *vals)
+    leaves = [lf for lf in gradcheck.float_leaves(vals) if lf.path == ()]
     errors: dict[int, float] = {}
-    for i, v in enumerate(vals):
-        if not (isinstance(v, float) or isinstance(v, np.ndarray) and v.dtype.kind == "f"):
-            continue
-        u = rng.standard_normal(np.shape(v))
-        plus = [*vals[:i], v + eps * u, *vals[i + 1:]]
-        minus = [*vals[:i], v - eps * u, *vals[i + 1:]]
-        fd = (float(loss(*plus)) - float(loss(*minus))) / (2 * eps)
-        gi = g[i] if g[i] is not None else np.zeros(np.shape(v))
-        ad = float(np.sum(np.asarray(gi) * u))
+    for c in gradcheck.directional(loss, vals, g, rng, eps=eps, leaves=leaves):
+        i, ad, fd = leaves[c.index].argnum, c.analytic, c.numeric
         errors[i] = abs(ad - fd) / max(abs(fd), atol / rtol)
         if abs(ad - fd) > atol + rtol * abs(fd):
             raise YotaError(f"check_rule({getattr(fn, '__name__', fn)}): gradient of argument "
