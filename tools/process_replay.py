@@ -13,7 +13,9 @@ The programs: the op programs of the backend tests (``tests/test_cuda_ops.py``'s
 ``op_programs`` and ``tests/backend_cases.py``'s unary/binary programs), random programs
 of ``tests/irgen.py`` (raw and optimized), and the gradient programs (vjp + optimize) of
 the benchmark workloads written as IR in ``tests/irgen.py`` (W2, the MLP, the RNN).
-Everything is built from IR directly, so front-end changes do not move the dump.
+Everything is built from IR directly, and ``yota.ir`` / ``yota.backends`` are imported
+without running ``yota/__init__.py`` (the front end), so front-end changes (even broken
+ones, mid-edit) do not move the dump.
 """
 
 from __future__ import annotations
@@ -28,6 +30,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _bare_yota() -> None:
+    """Make ``yota`` a bare package (its subpackages ``ir`` and ``backends`` import as
+    usual) instead of running the front end's ``__init__``."""
+    import types
+
+    if "yota" not in sys.modules:
+        pkg = types.ModuleType("yota")
+        pkg.__path__ = [str(ROOT / "yota")]
+        sys.modules["yota"] = pkg
 
 
 def programs(n_random: int) -> Iterator[tuple[str, object]]:
@@ -145,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--context", type=int, default=2)
     args = ap.parse_args(argv)
     if args.cmd == "dump":
+        _bare_yota()
         return dump(args.out, args.random)
     return compare(args.a, args.b, args.context)
 

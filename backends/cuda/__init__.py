@@ -6,14 +6,13 @@ no GPU either.
 
     >>> from yota.ir import parse
     >>> from yota.backends import cuda
-    >>> f = parse('''
-    ... func @f(%0: f32[4]) -> (f32[]) {
-    ...   %1 = exp %0 : f32[4]
-    ...   %2 = sum %1 {axes = [0]} : f32[]
+    >>> src = cuda.cuda_source(parse('''
+    ... func @g(%0: f64[8]) -> (f64[]) {
+    ...   %1 = tanh %0 : f64[8]
+    ...   %2 = sum %1 {axes = [0]} : f64[]
     ...   return %2
-    ... }''')
-    >>> src = cuda.cuda_source(f)
-    >>> "expf(" in src and "y_block_reduce" in src
+    ... }'''))
+    >>> "tanh(" in src and "y_block_reduce" in src
     True
 
 Public API
@@ -50,10 +49,13 @@ Public API
     Counters of this process: ``stats["nvrtc"]`` NVRTC compilations,
     ``stats["compiles"]`` programs compiled, ``stats["loads"]`` artifacts loaded.
 
-How ops become code: ``layout`` renders the memory plan as storages and views, ``emit``
-is the op -> emitter table, ``kernel`` renders loop kernels (``cexpr``: elementwise ops as
-C expressions), ``special`` renders indexing, arg-reductions and guards, ``lower`` builds
-the module and the steps, ``nvrtc`` compiles, ``runtime`` is the calling side.
+How ops become code: the shared kernel layer (``backends/kernel.py``, ``layout.py``,
+``lowering.py``, ``emit.py``, ``program.py``) with this target's rules: ``layout`` (which
+views stay views), ``emit`` (the CUDA-only emitters), ``kernel`` renders loop kernels
+(``cexpr``: elementwise ops as C expressions), ``special`` renders indexing,
+arg-reductions and guards, ``lower`` builds the module's kernels and the steps,
+``module`` lowers a function and its callees, ``nvrtc`` compiles, ``runtime`` is the
+calling side.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ from yota.ir.verifier import maybe_verify
 
 from .artifact import Artifact, pack, unpack
 from .kernel import Config
-from .lower import Module, lower_module
+from .lower import Module
+from .module import lower_module
 from .nvrtc import (
     CudaCompileError,
     CudaUnavailable,

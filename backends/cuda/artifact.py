@@ -21,9 +21,10 @@ from yota.ir.errors import YotaError
 from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
-from ..layout_common import Storage
+from ..layout import Storage
+from ..program import Call, FnPlan, Gemm, Launch, Memset, View
 from .kernel import Config
-from .lower import Call, FnPlan, Gemm, Launch, Memset, Module, View
+from .lower import Module
 
 FORMAT = 1
 

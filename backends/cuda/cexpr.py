@@ -18,6 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..kernel import identity as kernel_identity
+
 CTYPE = {"b": "bool", "i4": "int", "i8": "long long", "f4": "float", "f8": "double"}
 UTYPE = {"i4": "unsigned int", "i8": "unsigned long long"}
 
@@ -220,14 +222,7 @@ COMBINE = {"sum": "y_op_sum", "prod": "y_op_prod", "max": "y_op_max", "min": "y_
 def identity(kind: str, dt: np.dtype) -> str:
     """The identity of reduction ``kind`` as a literal of the accumulator type."""
     dt = np.dtype(dt)
-    if dt.kind == "b":
-        return "0" if kind in ("sum", "max") else "1"
-    if kind in ("sum", "prod"):
-        return literal(0 if kind == "sum" else 1, dt)
-    if dt.kind == "f":
-        return literal(-np.inf if kind == "max" else np.inf, dt)
-    info = np.iinfo(dt)
-    return literal(info.min if kind == "max" else info.max, dt)
+    return literal(kernel_identity(kind, dt), np.dtype(np.int32) if dt.kind == "b" else dt)
 
 
 PRELUDE = r"""// Yota CUDA kernels: helpers (NumPy semantics for every dtype)

@@ -1,11 +1,9 @@
-"""Kernels: a domain (a static index space), how each operand maps onto it (an element
-offset and one stride per domain axis: broadcasting is a zero stride, a transposed or
-sliced view is its strides), an elementwise body, and reductions over some domain axes.
+"""Kernels (``backends.kernel.Kernel``) rendered as CUDA C.
 
-``render`` turns one into CUDA C: pointer parameters (one per storage, already moved to
-the lowest element the kernel touches, so kernels that differ only in where they start
-are one kernel), every shape and stride a compile-time constant, and one of three
-schedules:
+``render_*`` turn one into a ``__global__`` function: pointer parameters (one per storage,
+already moved to the lowest element the kernel touches, so kernels that differ only in
+where they start are one kernel), every shape and stride a compile-time constant, and one
+of three schedules:
 
 - elementwise: a grid-stride loop over the domain's linear index;
 - row reduction (the innermost axis is reduced): blocks walk the kept indices, the
@@ -19,17 +17,18 @@ When the kept indices are too few to fill the device, ``S`` blocks share each on
 second-stage kernel combines their partial results. Domain-shaped outputs of a kernel
 that also reduces are written as its elements are visited (each exactly once).
 
-Adjacent axes that every access walks contiguously are merged first (``normalize``).
+Kernels are normalized first (``backends.kernel.normalize``).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..kernel import Access, Kernel, contiguous_strides
 from .cexpr import COMBINE, EXPRS, acc_type, convert, ctype, identity, literal
 
 INT32_LIMIT = 2**31 - 1
@@ -46,103 +45,6 @@ class Config:
 
     def key(self) -> str:
         return f"b{self.block}t{self.target_blocks}g{self.max_grid}f{int(self.fast_math)}"
-
-
-@dataclass(frozen=True)
-class Access:
-    """Where elements live: kernel parameter ``param``, element ``offset``, and the
-    element stride along each domain axis."""
-
-    param: int
-    offset: int
-    strides: tuple[int, ...]
-    dtype: np.dtype
-
-
-@dataclass(frozen=True)
-class Node:
-    """A kernel value: a read (``acc``), a literal (``value``) or an elementwise op."""
-
-    kind: str  # "read" | "const" | "op"
-    dtype: np.dtype
-    name: str = ""
-    args: tuple[int, ...] = ()
-    acc: Access | None = None
-    value: Any = None
-
-
-@dataclass
-class Kernel:
-    domain: tuple[int, ...]
-    reduce: tuple[bool, ...]
-    nodes: list[Node] = field(default_factory=list)
-    stores: list[tuple[int, Access]] = field(default_factory=list)
-    reductions: list[tuple[str, int, Access]] = field(default_factory=list)
-
-    def read(self, acc: Access) -> int:
-        return self._add(Node("read", np.dtype(acc.dtype), acc=acc))
-
-    def const(self, value: Any, dtype: np.dtype) -> int:
-        return self._add(Node("const", np.dtype(dtype), value=value))
-
-    def op(self, name: str, args: tuple[int, ...], dtype: np.dtype) -> int:
-        return self._add(Node("op", np.dtype(dtype), name=name, args=tuple(args)))
-
-    def store(self, vid: int, acc: Access) -> None:
-        self.stores.append((vid, acc))
-
-    def reduction(self, kind: str, vid: int, acc: Access) -> None:
-        self.reductions.append((kind, vid, acc))
-
-    def _add(self, node: Node) -> int:
-        self.nodes.append(node)
-        return len(self.nodes) - 1
-
-    def accesses(self) -> list[Access]:
-        return ([n.acc for n in self.nodes if n.acc is not None] + [a for _, a in self.stores]
-                + [a for _, _, a in self.reductions])
-
-    def map_accesses(self, f: Any) -> Kernel:
-        return Kernel(self.domain, self.reduce,
-                      [replace(n, acc=f(n.acc)) if n.acc is not None else n for n in self.nodes],
-                      [(v, f(a)) for v, a in self.stores],
-                      [(k, v, f(a)) for k, v, a in self.reductions])
-
-    def size(self) -> int:
-        return int(np.prod(self.domain, dtype=np.int64))
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, s = [], 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= max(d, 1)
-    return tuple(reversed(out))
-
-
-def normalize(k: Kernel) -> Kernel:
-    """Drop size-1 axes and merge adjacent axes (of one reduce flag) that every access
-    walks as one; a 0-d domain becomes ``(1,)``."""
-    keep = [a for a, d in enumerate(k.domain) if d != 1]
-    dom = [k.domain[a] for a in keep]
-    red = [k.reduce[a] for a in keep]
-    groups: list[list[int]] = []  # positions in ``keep``
-    accs = k.accesses()
-    for j in range(len(dom)):
-        if groups and red[j] == red[groups[-1][-1]] and all(
-                a.strides[keep[groups[-1][-1]]] == a.strides[keep[j]] * dom[j] for a in accs):
-            groups[-1].append(j)
-        else:
-            groups.append([j])
-    new_dom = tuple(int(np.prod([dom[j] for j in g])) for g in groups) or (1,)
-    new_red = tuple(red[g[0]] for g in groups) or (False,)
-
-    def fix(a: Access) -> Access:
-        st = tuple(a.strides[keep[g[-1]]] for g in groups) or (0,)
-        return replace(a, strides=st)
-    out = k.map_accesses(fix)
-    out.domain, out.reduce = new_dom, new_red
-    return out
 
 
 # -- schedules ------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ import numpy as np
 from yota.ir.errors import GuardFailed, SignatureError, YotaError
 from yota.ir.types import TensorType
 
+from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset
 from .kernel import Config
-from .lower import STATUS, Call, FnPlan, Gemm, Launch, Memset, Module
+from .lower import Module
 from .nvrtc import CudaUnavailable, compile_cubin, nvrtc_version
 
 try:  # the interpreter's own wording, so every backend fails with the same message

@@ -40,12 +40,16 @@ Public API
 
 An ``LLVMExecutable`` also carries ``.llvm_ir``, ``.optimized_ir`` and ``.assembly()``.
 
-How ops become code: ``layout`` renders the memory plan as storage and views,
-``emit`` is the op -> emitter table, ``kernel`` generates vectorized loop nests
-(``vecmath``: elementwise ops and libmvec transcendentals), ``lower`` builds the module
-(and splits large kernels over the helper threads of ``pool``), ``jit`` optimizes, emits
-object code and loads it, ``runtime`` is the calling side, ``target`` describes the host
-and binds the external symbols (libmvec, OpenBLAS's GEMMs, the pool).
+How ops become code: the shared kernel layer (``backends/kernel.py``, ``layout.py``,
+``lowering.py``, ``emit.py``) with this target's rules: ``layout`` (which views stay
+views, which operands BLAS or a call needs copied), ``emit`` (the LLVM-only emitters:
+GEMM calls, matmul loops, indexing, arg-reductions, guards, calls, pad, concatenate),
+``kernel`` renders loop kernels as vectorized loop nests (``vecmath``: elementwise ops
+and libmvec transcendentals), ``lower`` builds the functions (and splits large kernels
+over the helper threads of ``pool``), ``module`` adds the entry points, ``jit``
+optimizes, emits object code and loads it, ``runtime`` is the calling side, ``target``
+describes the host and binds the external symbols (libmvec, OpenBLAS's GEMMs, the
+pool).
 """
 
 from __future__ import annotations
@@ -57,7 +61,9 @@ from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
 from .jit import emit_object, load_object, optimize
-from .lower import ENTRY, ENTRY_OBJ, PAR_WORK, Options, lower_module
+from .lower import PAR_WORK, Options
+from .module import ENTRY, ENTRY_OBJ, lower_module
+from .pool import ensure_pool
 from .runtime import Artifact, IndexOutOfRange, LLVMExecutable
 from .target import host
 
@@ -93,7 +99,13 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
         "target": target.key(),
     }
     art = Artifact(obj, meta)
-    return LLVMExecutable(art, load_object(obj, target, [ENTRY, ENTRY_OBJ]), target, fn, text, str(mod))
+    return LLVMExecutable(art, _load(obj, target), target, fn, text, str(mod))
+
+
+def _load(obj: bytes, target: Any) -> Any:
+    """Load object code, with the helper-thread pool it may call bound first."""
+    ensure_pool()
+    return load_object(obj, target, [ENTRY, ENTRY_OBJ])
 
 
 def _options(threads: int | None, par_work: float | None = None) -> Options:
@@ -128,7 +140,7 @@ def load(data: bytes | Artifact) -> LLVMExecutable:
     if art.meta.get("target") != target.key():
         raise YotaError("this object code was built for another target or toolchain "
                         f"({art.meta.get('target')}); recompile it")
-    return LLVMExecutable(art, load_object(art.object_code, target, [ENTRY, ENTRY_OBJ]), target)
+    return LLVMExecutable(art, _load(art.object_code, target), target)
 
 
 def target_key() -> dict[str, Any]:

@@ -1,5 +1,8 @@
-"""The op -> emitter table. Each emitter renders one op from the locations the layout
-chose (``g.loc``); none of them analyses the program."""
+"""The op -> emitter table of the llvm backend: the shared emitters
+(``backends/emit.py``) plus the ones that render LLVM IR directly (GEMM calls, matrix
+products as loops, indexing, arg-reductions, guards, calls) or differ here (pad,
+concatenate). Each renders one op from the locations the layout chose (``g.loc``);
+none of them analyses the program."""
 
 from __future__ import annotations
 
@@ -9,147 +12,17 @@ from typing import Any
 import llvmlite.ir as ir
 import numpy as np
 from yota.ir.core import Op, Value
-from yota.ir.ops import OPS
-from yota.ir.ops.fused import kernel_domain
-from yota.ir.ops.misc import splat_scalar
 
-from .kernel import Kernel, contiguous_strides, fill_kernel
-from .layout import Loc, blas_matrix, view_loc
+from ..emit import guard_record, new_table
+from ..kernel import Kernel, fill_kernel
+from ..layout import Loc
+from ..lowering import KernelArgs
+from .layout import blas_matrix
 from .loops import linear, loop, nest
-from .lower import FnGen, KernelArgs
+from .lower import FnGen
 from .types import F32, F64, I1, I32, I64, PTR, declare, i64, mem_type, reg_type
 
-Emitter = Callable[[FnGen, Op], None]
-EMITTERS: dict[str, Emitter] = {}
-
-
-def emitter(*names: str) -> Callable[[Emitter], Emitter]:
-    def reg(f: Emitter) -> Emitter:
-        for n in names:
-            EMITTERS[n] = f
-        return f
-    return reg
-
-
-def _size(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
-
-
-# -- kernels: elementwise, fused, reductions ---------------------------------------------------
-def elementwise(g: FnGen, op: Op) -> None:
-    r = op.result
-    args = KernelArgs(g)
-    k = Kernel(r.shape, (False,) * r.ndim, 0)
-    ids = tuple(k.read(g.access(args, g.loc(v), v.dtype)) for v in op.operands)
-    out = k.op(op.name, ids, r.dtype, op.attrs)
-    k.store(out, g.access(args, g.loc(r), r.dtype))
-    k.nparams = len(args.values)
-    g.launch(k, args)
-
-
-for _name, _def in OPS.items():
-    if _def.elementwise and _name != "broadcast":
-        EMITTERS[_name] = elementwise
-
-
-@emitter("fused")
-def _fused(g: FnGen, op: Op) -> None:
-    body = g.fn.callees[op.attrs["callee"]]
-    domain, axes = kernel_domain(body)
-    red = tuple(a in (axes or ()) for a in range(len(domain)))
-    args = KernelArgs(g)
-    k = Kernel(domain, red, 0)
-    env: dict[Value, int] = {}
-    inputs = dict(zip(body.inputs, op.operands, strict=True))
-    for bop in body.ops:  # reads first: direct inputs and broadcasts of inputs
-        if bop.name == "broadcast":
-            v = inputs[bop.operands[0]]
-            env[bop.result] = k.read(g.access(args, g.loc(v), v.dtype,
-                                              _bcast_strides(g.loc(v), v.shape, domain)))
-    for bv, v in inputs.items():
-        if bv.shape == domain and any(bv in o.operands for o in body.ops
-                                      if o.name != "broadcast"):
-            env[bv] = k.read(g.access(args, g.loc(v), v.dtype))
-    for bop in body.ops:
-        if bop.name == "broadcast":
-            continue
-        if bop.name == "const":
-            env[bop.result] = k.const(splat_scalar(bop.attrs["value"]) if bop.result.type.size
-                                      else 0, bop.result.dtype)
-        elif bop.name in ("sum", "max", "min", "prod"):
-            env[bop.result] = env[bop.operands[0]]
-        else:
-            env[bop.result] = k.op(bop.name, tuple(env[v] for v in bop.operands),
-                                   bop.result.dtype, bop.attrs)
-    reduced = {bop.result: bop for bop in body.ops if bop.name in ("sum", "max", "min")}
-    for bv, r in zip(body.outputs, op.results, strict=True):
-        if bv in reduced:
-            st = _reduced_strides(g.loc(r), red)
-            k.reduction(reduced[bv].name, env[bv], g.access(args, g.loc(r), r.dtype, st))
-        else:
-            k.store(env[bv], g.access(args, g.loc(r), r.dtype))
-    k.nparams = len(args.values)
-    g.launch(k, args)
-
-
-def _bcast_strides(loc: Loc, shape: tuple[int, ...], domain: tuple[int, ...]) -> tuple[int, ...]:
-    lead = len(domain) - len(shape)
-    return (0,) * lead + tuple(0 if d == 1 and o != 1 else s
-                               for d, o, s in zip(shape, domain[lead:], loc.strides, strict=True))
-
-
-def _reduced_strides(loc: Loc, red: tuple[bool, ...]) -> tuple[int, ...]:
-    """Strides over the domain of a reduction result: 0 on reduced axes."""
-    it = iter(loc.strides)
-    return tuple(0 if r else next(it) for r in red)
-
-
-def _reduce(g: FnGen, op: Op, kind: str, x: Value, red: tuple[bool, ...],
-            out_strides: tuple[int, ...]) -> None:
-    r = op.result
-    args = KernelArgs(g)
-    k = Kernel(x.shape, red, 0)
-    vid = k.read(g.access(args, g.loc(x), x.dtype))
-    k.reduction(kind, vid, g.access(args, g.loc(r), r.dtype, out_strides))
-    k.nparams = len(args.values)
-    g.launch(k, args)
-
-
-@emitter("sum", "prod", "max", "min")
-def _reduction(g: FnGen, op: Op) -> None:
-    x = op.operands[0]
-    red = tuple(a in op.attrs["axes"] for a in range(x.ndim))
-    _reduce(g, op, op.name, x, red, _reduced_strides(g.loc(op.result), red))
-
-
-@emitter("sum_to")
-def _sum_to(g: FnGen, op: Op) -> None:
-    x, r = op.operands[0], op.result
-    lead = x.ndim - r.ndim
-    red = tuple(a < lead or (r.shape[a - lead] == 1 and x.shape[a] != 1) for a in range(x.ndim))
-    st = g.loc(r).strides
-    out = tuple(0 if red[a] else st[a - lead] for a in range(x.ndim))
-    _reduce(g, op, "sum", x, red, out)
-
-
-# -- shape ops --------------------------------------------------------------------------------
-@emitter("transpose", "broadcast", "slice", "flip", "reshape")
-def _view(g: FnGen, op: Op) -> None:
-    r = op.result
-    if r not in g.lay.materialize:
-        return
-    x = op.operands[0]
-    cand = view_loc(op, g.loc(x), x.shape)
-    if cand is not None:
-        g.copy(r.shape, cand, r.dtype, g.loc(r))
-    else:  # a reshape that strides cannot express: copy in the source's element order
-        dst = Loc(g.loc(r).storage, g.loc(r).offset, contiguous_strides(x.shape))
-        g.copy(x.shape, g.loc(x), x.dtype, dst)
-
-
-@emitter("const")
-def _const(g: FnGen, op: Op) -> None:
-    """Constants are globals (or splats) placed by the layout: no code."""
+EMITTERS, emitter = new_table()
 
 
 @emitter("concatenate")
@@ -168,9 +41,8 @@ def _pad(g: FnGen, op: Op) -> None:
     x, r = op.operands[0], op.result
     out = g.loc(r)
     if r.type.size:
-        args = KernelArgs(g)
+        args = KernelArgs()
         k = fill_kernel(r.shape, g.access(args, out, r.dtype), 0)
-        k.nparams = len(args.values)
         g.launch(k, args)
     off = out.offset + sum(lo * s for lo, s in zip(op.attrs["low"], out.strides, strict=True))
     st = tuple(s * (it + 1) for s, it in zip(out.strides, op.attrs["interior"], strict=True))
@@ -219,14 +91,13 @@ def _matmul_loops(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> 
     nb = r.ndim - 2
     dom = r.shape[:-1] + (a.shape[-1],) + r.shape[-1:]
     red = (False,) * (nb + 1) + (True, False)
-    args = KernelArgs(g)
-    k = Kernel(dom, red, 0)
+    args = KernelArgs()
+    k = Kernel(dom, red)
     sa, sb, sr = la.strides, lb.strides, g.loc(r).strides
     x = k.read(g.access(args, la, a.dtype, sa[:nb] + (sa[-2], sa[-1], 0)))
     y = k.read(g.access(args, lb, b_.dtype, sb[:nb] + (0, sb[-2], sb[-1])))
     k.reduction("sum", k.op("mul", (x, y), r.dtype),
                 g.access(args, g.loc(r), r.dtype, sr[:nb] + (sr[-2], 0, sr[-1])))
-    k.nparams = len(args.values)
     g.launch(k, args)
 
 
@@ -282,9 +153,8 @@ def _scatter_add(g: FnGen, op: Op) -> None:
     u, r = op.operands[0], op.result
     if r.type.size == 0:
         return
-    args = KernelArgs(g)
+    args = KernelArgs()
     k = fill_kernel(r.shape, g.access(args, g.loc(r), r.dtype), 0)
-    k.nparams = len(args.values)
     g.launch(k, args)
     mt = mem_type(r.dtype)
     lu, lr = g.loc(u), g.loc(r)
@@ -348,14 +218,7 @@ def _guard(g: FnGen, op: Op) -> None:
     mt = mem_type(x.dtype)
     raw = b.load(g.elem_ptr(g.loc(x), x.dtype), typ=mt)
     ok = _guard_holds(b, x.dtype, raw, op.attrs["kind"], op.attrs["expected"])
-    record = {"kind": "guard", "attrs": {"kind": op.attrs["kind"],
-                                         "expected": _plain(op.attrs["expected"])},
-              "loc": op.loc, "index": g.op_index, "dtype": x.dtype.str}
-    g.fail_if(b.not_(ok), record, raw)
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
+    g.fail_if(b.not_(ok), guard_record(g, op), raw)
 
 
 def _guard_holds(b: ir.IRBuilder, dt: np.dtype, raw: ir.Value, kind: str, expected: Any
@@ -395,9 +258,3 @@ def _call(g: FnGen, op: Op) -> None:
     rc = b.call(llfn, [slots])
     with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
         b.ret(rc)
-
-
-def emit_output_copy(g: FnGen, j: int, v: Value) -> None:
-    dst = Loc(g.lay.out_storage[j], 0, contiguous_strides(v.shape))
-    g.copy(v.shape, g.loc(v), v.dtype, dst)
-

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from .pool import ensure_pool
 from .target import Target, init
 
 
@@ -51,9 +50,8 @@ class Loaded:
 
 def load_object(obj: bytes, target: Target, symbols: list[str]) -> Loaded:
     """Load object code into a new MCJIT engine; external symbols (BLAS, libmvec,
-    libc) resolve by name here."""
+    libc, and the helper pool once ``pool.ensure_pool()`` bound it) resolve by name."""
     init()
-    ensure_pool()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()

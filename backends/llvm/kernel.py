@@ -1,7 +1,5 @@
-"""Loop kernels: a domain (a static index space), how each input and output maps onto it
-(an element offset and one stride per domain axis: broadcasting is a zero stride, a
-transposed or sliced view is its strides), an elementwise body, and reductions over some
-domain axes. ``build`` renders one as an LLVM function
+"""Loop kernels (``backends.kernel.Kernel``) rendered as LLVM functions. ``build`` turns
+one into
 
     void kernel(ptr p0, ..., ptr pk, i64 lo, i64 hi)
 
@@ -13,133 +11,38 @@ innermost axis accumulate in vector registers, in blocks (two-level summation ke
 float sums close to NumPy's pairwise ones); reductions over outer axes accumulate in
 the output, which the caller first fills with the identity (``fill_kernel``).
 
-Adjacent axes that every access walks contiguously are merged first (``normalize``), so
-an elementwise op over a contiguous ``[128, 512]`` array is one flat loop.
+Kernels are normalized first (``backends.kernel.normalize``), so an elementwise op over
+a contiguous ``[128, 512]`` array is one flat loop.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 import llvmlite.ir as ir
 import numpy as np
 
+from ..kernel import COMBINE_OP, Access, Kernel, identity
 from .loops import loop
 from .target import Target
 from .types import I1, I32, I64, PTR, VOID, const, i64, intrinsic, mem_type, vec
 from .vecmath import ELEMENTWISE, TRANSCENDENTAL, VCtx
 
-REDUCE_KINDS = ("sum", "prod", "max", "min")
 BLOCK = 1024  # elements per block of an innermost-axis reduction
 COST = {name: 12.0 for name in TRANSCENDENTAL} | {"pow": 16.0, "div": 3.0, "sqrt": 3.0,
                                                   "floordiv": 12.0, "mod": 12.0}
 
 
-@dataclass(frozen=True)
-class Access:
-    """Where elements live: kernel parameter ``param``, element ``offset``, and the
-    element stride along each domain axis."""
-
-    param: int
-    offset: int
-    strides: tuple[int, ...]
-    dtype: np.dtype
-
-
-@dataclass(frozen=True)
-class KOp:
-    name: str
-    args: tuple[int, ...]
-    dtype: np.dtype
-    arg_dtypes: tuple[np.dtype, ...]
-    attrs: tuple[tuple[str, Any], ...] = ()
-
-
-@dataclass
-class Kernel:
-    """Value ids number the reads first, then the ops' results."""
-
-    domain: tuple[int, ...]
-    reduce: tuple[bool, ...]
-    nparams: int
-    reads: list[Access] = field(default_factory=list)
-    ops: list[KOp] = field(default_factory=list)
-    stores: list[tuple[int, Access]] = field(default_factory=list)
-    reductions: list[tuple[str, int, Access]] = field(default_factory=list)
-
-    # -- building -------------------------------------------------------------------
-    def read(self, acc: Access) -> int:
-        if self.ops:
-            raise ValueError("kernel reads must come before its ops")
-        self.reads.append(acc)
-        return len(self.reads) - 1
-
-    def op(self, name: str, args: tuple[int, ...], dtype: np.dtype,
-           attrs: dict[str, Any] | None = None) -> int:
-        self.ops.append(KOp(name, tuple(args), np.dtype(dtype),
-                            tuple(self.dtype_of(a) for a in args),
-                            tuple(sorted((attrs or {}).items()))))
-        return len(self.reads) + len(self.ops) - 1
-
-    def const(self, value: Any, dtype: np.dtype) -> int:
-        return self.op("const", (), dtype, {"value": np.asarray(value).astype(dtype).item()})
-
-    def store(self, vid: int, acc: Access) -> None:
-        self.stores.append((vid, acc))
-
-    def reduction(self, kind: str, vid: int, acc: Access) -> None:
-        self.reductions.append((kind, vid, acc))
-
-    def dtype_of(self, vid: int) -> np.dtype:
-        if vid < len(self.reads):
-            return self.reads[vid].dtype
-        return self.ops[vid - len(self.reads)].dtype
-
-    # -- facts ----------------------------------------------------------------------
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.domain, dtype=np.int64)) if self.domain else 1
-
-    def accesses(self) -> list[Access]:
-        return (self.reads + [a for _, a in self.stores]
-                + [a for _, _, a in self.reductions])
-
-    def work(self) -> float:
-        """A rough cost in element-operations, for deciding to use threads."""
-        per = 1.0 + sum(COST.get(op.name, 1.0) for op in self.ops) + len(self.accesses())
-        return self.size * per
-
-
-# -- normalization -------------------------------------------------------------------------
-def normalize(k: Kernel) -> Kernel:
-    """Drop unit axes and merge adjacent axes that every access walks contiguously."""
-    accs = k.accesses()
-    axes = [a for a, d in enumerate(k.domain) if d != 1]
-    dims = [k.domain[a] for a in axes]
-    red = [k.reduce[a] for a in axes]
-    strides = [[acc.strides[a] for a in axes] for acc in accs]
-    j = len(dims) - 2
-    while j >= 0:
-        if red[j] == red[j + 1] and all(s[j] == s[j + 1] * dims[j + 1] for s in strides):
-            dims[j:j + 2] = [dims[j] * dims[j + 1]]
-            red[j:j + 2] = [red[j]]
-            for s in strides:
-                s[j:j + 2] = [s[j + 1]]
-        j -= 1
-    if not dims:
-        dims, red, strides = [1], [False], [[0] for _ in accs]
-    new = [replace(acc, strides=tuple(s)) for acc, s in zip(accs, strides, strict=True)]
-    nr, ns = len(k.reads), len(k.stores)
-    return replace(k, domain=tuple(dims), reduce=tuple(red), reads=new[:nr],
-                   stores=[(v, a) for (v, _), a in zip(k.stores, new[nr:nr + ns], strict=True)],
-                   reductions=[(kd, v, a) for (kd, v, _), a in
-                               zip(k.reductions, new[nr + ns:], strict=True)])
+def work(k: Kernel) -> float:
+    """A rough cost in element-operations, for deciding to use threads."""
+    per = 1.0 + sum(COST.get(n.name, 1.0) for n in k.nodes if n.kind != "read")
+    size = int(np.prod(k.domain, dtype=np.int64)) if k.domain else 1
+    return size * (per + len(k.accesses()))
 
 
 def lanes(k: Kernel, target: Target) -> int:
     """Vector width: one register of the widest element type, fewer for short axes."""
-    dts = [a.dtype for a in k.accesses()] + [op.dtype for op in k.ops]
+    dts = [a.dtype for a in k.accesses()] + [n.dtype for n in k.nodes if n.kind != "read"]
     widest = max((np.dtype(d).itemsize for d in dts), default=4)
     n = max(2, target.vector_bits // (8 * max(4, widest)))
     inner = k.domain[-1] if k.domain else 1
@@ -149,25 +52,6 @@ def lanes(k: Kernel, target: Target) -> int:
 
 
 # -- reductions ----------------------------------------------------------------------------
-def identity(kind: str, dt: np.dtype) -> Any:
-    """The identity a reduction starts from (NumPy's float sums start at +0.0 too, so a
-    sum of -0.0 is +0.0)."""
-    dt = np.dtype(dt)
-    if kind == "sum":
-        return 0
-    if kind == "prod":
-        return 1
-    if dt.kind == "b":
-        return kind == "min"
-    if dt.kind == "f":
-        return float("-inf") if kind == "max" else float("inf")
-    info = np.iinfo(dt)
-    return int(info.min) if kind == "max" else int(info.max)
-
-
-COMBINE_OP = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}
-
-
 def combine(c: VCtx, kind: str, dt: np.dtype, acc: ir.Value, x: ir.Value) -> ir.Value:
     """One reduction step. Float sums and products may be reassociated (the vector lanes
     already do), max/min propagate NaN as NumPy does."""
@@ -223,7 +107,8 @@ class _Gen:
         self.n = lanes(k, target)
         self.c = VCtx(b, module, target, self.n)
         self.accs = k.accesses()
-        nr, ns = len(k.reads), len(k.stores)
+        self.reads = k.reads
+        nr, ns = len(self.reads), len(k.stores)
         self.store_at = list(range(nr, nr + ns))
         self.red_at = list(range(nr + ns, len(self.accs)))
         self.lane_ids = ir.Constant(vec(I64, self.n), list(range(self.n)))
@@ -250,7 +135,7 @@ class _Gen:
     def inner(self, offs: list[ir.Value], lo: ir.Value, hi: ir.Value) -> None:
         b, n = self.b, self.n
         self.offs = offs
-        self.splats = {r: self._splat_read(r) for r, acc in enumerate(self.k.reads)
+        self.splats = {r: self._splat_read(r) for r, acc in enumerate(self.reads)
                        if acc.strides[-1] == 0}
         cnt = b.sub(hi, lo)
         full = b.sub(hi, b.and_(cnt, i64(n - 1)))
@@ -320,16 +205,18 @@ class _Gen:
         values of register reductions."""
         k, c = self.k, self.c
         vals: list[ir.Value] = []
-        for r, acc in enumerate(k.reads):
-            vals.append(self.splats[r] if r in self.splats
-                        else self._load(acc, self.offs[r], j, mask))
-        for op in k.ops:
-            if op.name == "const":
-                vals.append(c.splat(op.dtype, dict(op.attrs)["value"]))
+        r = 0  # reads are numbered in node order
+        for node in k.nodes:
+            if node.acc is not None:
+                vals.append(self.splats[r] if r in self.splats
+                            else self._load(node.acc, self.offs[r], j, mask))
+                r += 1
+            elif node.kind == "const":
+                vals.append(c.splat(node.dtype, node.value))
             else:
-                vals.append(ELEMENTWISE[op.name](c, [vals[a] for a in op.args],
-                                                 list(op.arg_dtypes), op.dtype,
-                                                 dict(op.attrs)))
+                vals.append(ELEMENTWISE[node.name](c, [vals[a] for a in node.args],
+                                                   [k.nodes[a].dtype for a in node.args],
+                                                   node.dtype, dict(node.attrs)))
         for (vid, acc), at in zip(k.stores, self.store_at, strict=True):
             self._store(acc, self.offs[at], j, mask, vals[vid])
         if k.reduce[-1]:
@@ -351,7 +238,7 @@ class _Gen:
                                      ir.Constant(vec(I32, self.n), [0] * self.n))
 
     def _splat_read(self, r: int) -> ir.Value:
-        acc = self.k.reads[r]
+        acc = self.reads[r]
         x = self._from_mem(self.b.load(self._ptr(acc, self.offs[r]), typ=mem_type(acc.dtype)),
                            acc.dtype)
         return self._vsplat(x)
@@ -421,27 +308,3 @@ class _Gen:
             f = intrinsic(self.c.module, "llvm.masked.scatter", VOID,
                           [x.type, ptrs.type, I32, vec(I1, self.n)], [x.type, ptrs.type])
             b.call(f, [x, ptrs, align, self._mask(mask)])
-
-
-# -- small kernels the op emitters use ------------------------------------------------------
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, s = [], 1
-    for d in reversed(shape):
-        out.append(s)
-        s *= d
-    return tuple(reversed(out))
-
-
-def fill_kernel(shape: tuple[int, ...], acc: Access, value: Any) -> Kernel:
-    """Write ``value`` to every element of ``acc`` over ``shape``."""
-    k = Kernel(tuple(shape), (False,) * len(shape), acc.param + 1)
-    k.store(k.const(value, acc.dtype), acc)
-    return k
-
-
-def copy_kernel(shape: tuple[int, ...], src: Access, dst: Access) -> Kernel:
-    k = Kernel(tuple(shape), (False,) * len(shape), max(src.param, dst.param) + 1)
-    k.store(k.read(src), dst)
-    return k
-
-

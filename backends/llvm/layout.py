@@ -1,205 +1,69 @@
-"""Where every value of a function lives: the memory plan rendered as storage, plus views.
+"""Where every value lives on the CPU: ``backends.layout`` with this target's rules.
 
-The memory plan (``yota.ir.passes.plan_memory``) assigns each op result a buffer. This
-module turns it into *locations*: a storage (an input, an output array, a workspace
-region, a constant global) with an element offset and element strides. Shape ops
-(``transpose``, ``broadcast``, ``slice``, ``flip``, ``reshape``) and splat constants
-become *views* (index arithmetic, no copy) when that is safe:
-
-- the memory the view reads is not overwritten while the view (or a view of it) is
-  still used (the plan only knows the lifetimes of the values themselves), and
-- every op reading the view can take its strides: kernels take any strides, BLAS takes
-  a matrix or its transpose with unit inner stride, a ``call`` needs a contiguous
-  array. An operand that does not fit gets a contiguous copy in a dedicated region
-  (``copies``), made right before its op.
-
-A view that is not safe is *materialized* (copied) into the buffer the plan gave it (a
-``reshape`` that cannot be expressed as strides into a dedicated region). An output
-value whose buffer holds nothing bigger is written straight into the caller's output
-array; other outputs are copied there at the end (``out_copies``).
+- A view the plan made stays a view when strides express it (a ``reshape`` of strided
+  memory too, ``reshape_strides``) and the memory it reads is not overwritten while the
+  view (or a view of it) is still used (``yota.ir.passes.view_safety``: the plan lets an
+  elementwise op write in place into a buffer a view of it reads).
+- Every op reading a value must be able to take its strides: kernels take any strides,
+  BLAS takes a matrix or its transpose with unit inner stride, a ``call`` needs a
+  contiguous array. An operand that does not fit gets a contiguous copy in a dedicated
+  region (``copies``), made right before its op.
 """
 
 from __future__ import annotations
 
-import bisect
-from dataclasses import dataclass, field
-
 import numpy as np
 from yota.ir.core import Function, Op, Value
-from yota.ir.ops.misc import splat_scalar
-from yota.ir.passes import PassContext
-from yota.ir.passes.plan_memory import MemoryPlan, plan_memory
+from yota.ir.passes.view_safety import view_lifetimes
 
-from ..layout_common import Loc, Storage, buffer_storages, is_contiguous, strided_view
-from .kernel import contiguous_strides
+from ..kernel import contiguous_strides
+from ..layout import Layout, LayoutBuilder, Loc, is_contiguous, memory_plan, strided_view
 
-VIEW_OPS = ("transpose", "broadcast", "slice", "flip", "reshape")
 ALIGN = 64
 STATUS_BYTES = 64
 
 
-@dataclass
-class Layout:
-    fn: Function
-    storages: list[Storage] = field(default_factory=list)
-    consts: list[np.ndarray] = field(default_factory=list)
-    loc: dict[Value, Loc] = field(default_factory=dict)
-    materialize: set[Value] = field(default_factory=set)  # view-op results to copy
-    copies: dict[tuple[int, int], Loc] = field(default_factory=dict)  # (op, operand)
-    out_copies: list[tuple[int, Value]] = field(default_factory=list)
-    out_storage: dict[int, int] = field(default_factory=dict)  # output number -> storage
-    ws_bytes: int = STATUS_BYTES
-
-    # -- storage --------------------------------------------------------------------
-    def add_storage(self, kind: str, index: int, nbytes: int) -> int:
-        self.storages.append(Storage(kind, index, nbytes))
-        return len(self.storages) - 1
-
-    def workspace(self, nbytes: int) -> int:
-        off = self.ws_bytes
-        self.ws_bytes += -(-max(nbytes, 1) // ALIGN) * ALIGN
-        return self.add_storage("ws", off, nbytes)
-
-    def contiguous(self, storage: int, v: Value) -> Loc:
-        return Loc(storage, 0, contiguous_strides(v.shape))
-
-    def fresh(self, v: Value) -> Loc:
-        """A dedicated contiguous workspace region for ``v``."""
-        return self.contiguous(self.workspace(v.type.nbytes), v)
-
-
 def build_layout(fn: Function, blas: bool) -> Layout:
-    plan = MemoryPlan.of(fn)
-    if plan is None:
-        plan = MemoryPlan.of(plan_memory(fn, PassContext()))
-    assert plan is not None
-    return _Builder(fn, plan, blas).run()
+    return _Builder(fn, blas).run()
 
 
-class _Builder:
-    def __init__(self, fn: Function, plan: MemoryPlan, blas: bool) -> None:
-        self.fn, self.plan, self.blas = fn, plan, blas
-        self.lay = Layout(fn)
-        self.buf = plan.buffer_of(fn)
-        self.writer: dict[Value, int] = {}
-        self.last = self._last_uses()
-        self.writes = self._buffer_writes()
+class _Builder(LayoutBuilder):
+    def __init__(self, fn: Function, blas: bool) -> None:
+        plan = memory_plan(fn)
+        super().__init__(fn, plan, ALIGN, STATUS_BYTES)
+        self.blas = blas
+        self.writer: dict[Value, int] = {}  # op that wrote the memory a value reads (-1: none)
+        self.life = view_lifetimes(fn, plan)
 
-    def run(self) -> Layout:
-        lay = self.lay
-        for k, v in enumerate(self.fn.inputs):
-            lay.loc[v] = lay.contiguous(lay.add_storage("in", k, v.type.nbytes), v)
-            self.writer[v] = -1
-        self.buf_storage = buffer_storages(lay, self.fn, self.plan, self._plan_view)
-        self.storage_buf = {s: b for b, s in self.buf_storage.items()}
-        for i, op in enumerate(self.fn.ops):
-            self._place(i, op)
-            self._operand_copies(i, op)
-        for j, v in enumerate(self.fn.outputs):
-            want = lay.contiguous(lay.out_storage[j], v)
-            if v.type.nbytes and lay.loc[v] != want:
-                lay.out_copies.append((j, v))
-        return lay
+    def placed(self, i: int, op: Op, r: Value, is_view: bool) -> None:
+        self.writer[r] = self.writer.get(op.operands[0], -1) if is_view else i
 
-    # -- analysis of the plan ---------------------------------------------------------
-    def _last_uses(self) -> dict[Value, int]:
-        """Last op index reading each value or a view derived from it (n: returned)."""
-        n = len(self.fn.ops)
-        last: dict[Value, int] = {}
-        for i, op in enumerate(self.fn.ops):
-            for v in op.operands:
-                last[v] = i
-        for v in self.fn.outputs:
-            last[v] = n
-        for op in reversed(self.fn.ops):
-            if op.name in VIEW_OPS:
-                src, r = op.operands[0], op.result
-                last[src] = max(last.get(src, -1), last.get(r, -1))
-        return last
+    def view(self, i: int, op: Op, r: Value) -> Loc | None:
+        """A view where the plan made one and it is safe."""
+        src = op.operands[0]
+        if not self.plan_view(op, r):
+            return None
+        cand = self.view_loc(op, self.lay.loc[src], src.shape)
+        return cand if cand is not None and self._safe(src, r) else None
 
-    def _buffer_writes(self) -> dict[int, list[int]]:
-        """For each plan buffer, the op indices that write a new value into it."""
-        out: dict[int, list[int]] = {}
-        for i, op in enumerate(self.fn.ops):
-            for r in op.results:
-                b = self.buf.get(r, -1)
-                if b >= 0 and not self._plan_view(op, r):
-                    out.setdefault(b, []).append(i)
-        return out
-
-    def _plan_view(self, op: Op, r: Value) -> bool:
-        """The plan made ``r`` a view: it shares its operand's memory."""
-        return op.name in VIEW_OPS and self.buf.get(r, -1) == self.buf.get(op.operands[0], -1)
-
-    # -- placing results ----------------------------------------------------------------
-    def _place(self, i: int, op: Op) -> None:
-        lay = self.lay
-        if op.name == "const":
-            self._place_const(op)
-            return
-        if op.name in VIEW_OPS:
-            self._place_view(i, op)
-            return
-        for r in op.results:
-            self.writer[r] = i
-            b = self.buf.get(r, -1)
-            if b >= 0 and self.plan.buffers[b] >= r.type.nbytes:
-                lay.loc[r] = lay.contiguous(self.buf_storage[b], r)
-            elif r.type.nbytes:  # no buffer, or one too small: a plan we cannot follow
-                lay.loc[r] = lay.fresh(r)
-            else:
-                lay.loc[r] = Loc(-1, 0, (0,) * r.ndim)
-
-    def _place_const(self, op: Op) -> None:
-        lay, r = self.lay, op.result
-        value = op.attrs["value"]
-        self.writer[r] = -1
-        if r.type.nbytes == 0:
-            lay.loc[r] = Loc(-1, 0, (0,) * r.ndim)
-            return
-        first = splat_scalar(value)
-        splat = first is not None
-        data = first if splat else np.ascontiguousarray(value)
-        lay.consts.append(data)
-        s = lay.add_storage("const", len(lay.consts) - 1, data.nbytes)
-        lay.loc[r] = Loc(s, 0, (0,) * r.ndim) if splat else lay.contiguous(s, r)
-
-    def _place_view(self, i: int, op: Op) -> None:
-        """A view where the plan made one (and it is safe); else a copy into the
-        buffer the plan gave the result (or into a dedicated region)."""
-        lay = self.lay
-        src, r = op.operands[0], op.result
-        if r.type.nbytes == 0:
-            lay.loc[r] = Loc(-1, 0, (0,) * r.ndim)
-            self.writer[r] = i
-            return
-        b = self.buf.get(r, -1)
-        if self._plan_view(op, r):
-            cand = view_loc(op, lay.loc[src], src.shape)
-            if cand is not None and self._safe(src, r):
-                lay.loc[r] = cand
-                self.writer[r] = self.writer[src]
-                return
-            b = -1
-        lay.materialize.add(r)
-        self.writer[r] = i
-        lay.loc[r] = lay.contiguous(self.buf_storage[b], r) if b >= 0 else lay.fresh(r)
+    def view_loc(self, op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
+        return view_loc(op, loc, shape)
 
     def _safe(self, src: Value, view: Value) -> bool:
         """No op overwrites the memory ``src`` occupies while ``view`` is used."""
         st = self.lay.loc[src].storage
         if st < 0 or self.lay.storages[st].kind in ("in", "const"):
             return True
+        if not hasattr(self, "storage_buf"):
+            self.storage_buf = {s: b for b, s in self.buf_storage.items()}
         b = self.storage_buf.get(st)
         if b is None:
             return True  # a dedicated region: never rewritten
-        d, e = self.writer[src], self.last.get(view, -1)
-        w = self.writes.get(b, [])
-        k = bisect.bisect_right(w, d)
-        return k == len(w) or w[k] > e
+        return not self.life.overwritten(b, self.writer.get(src, -1), view)
 
-    # -- operands that need contiguous memory -----------------------------------------------
-    def _operand_copies(self, i: int, op: Op) -> None:
+    def operand_copies(self, i: int, op: Op) -> None:
+        """Contiguous copies of a ``call``'s strided operands and of matrices BLAS cannot
+        read."""
         for k, v in enumerate(op.operands):
             if v.type.nbytes == 0:
                 continue

@@ -1,22 +1,20 @@
-"""Lowering an ``ir.Function`` (and its callees) to ONE LLVM module.
+"""Lowering IR functions into ONE LLVM module.
 
 Every IR function becomes ``i32 @yota.fn.NAME(ptr args)`` where ``args`` points to the
 pointers of its inputs, then its outputs, then its workspace and a status block; it
 returns 0, or 1 + the number of the failure record (a guard that does not hold, an
 index out of range) it stopped at, having written the offending value to the status
-block. The top-level function gets an exported wrapper taking those pointers as
-separate arguments, which is what Python calls:
+block. The top-level function gets exported wrappers (``module.py``).
 
-    i32 @yota_main(ptr in0, ..., ptr out0, ..., ptr workspace)
-
-The emitters (``emit.py``) render one op each, from the locations ``layout.py``
-decided; this module holds what they share: the module under construction, pointers,
-kernel launches (single-threaded, or split over threads for large kernels), scratch
-memory and failure exits.
+The emitters (``backends/emit.py`` and ``emit.py``) render one op each, from the
+locations the layout decided; this module holds what the LLVM ones share beyond
+``backends/lowering.py``: the module under construction, pointers, kernel launches
+(single-threaded, or split over threads for large kernels) and failure exits.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,18 +22,15 @@ import llvmlite.ir as ir
 import numpy as np
 from yota.ir.core import Function, Value
 
-from .kernel import Access, Kernel, build, contiguous_strides, fill_kernel, identity, normalize
-from .layout import Layout, Loc, build_layout
+from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize
+from ..layout import Loc
+from ..lowering import Emitter, FnLowering, KernelArgs
+from .kernel import build, work
+from .layout import build_layout
 from .pool import SYMBOL as POOL_SYMBOL
 from .target import Target
-from .types import I1, I8, I32, I64, PTR, VOID, declare, i64, mem_type
+from .types import I8, I32, I64, PTR, VOID, declare, i64, mem_type
 
-ENTRY = "yota_main"
-ENTRY_OBJ = "yota_main_arrays"
-# CPython/NumPy ABI facts the array entry relies on (checked at import by the runtime):
-# byte offsets of PyArrayObject's data, nd, dimensions and flags, and the flag bits
-# C_CONTIGUOUS | ALIGNED.
-ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
 PAR_WORK = 2e6  # kernel work (element-operations) above which a kernel is split
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
 CHUNKS_PER_THREAD = 4  # chunks are claimed dynamically: a busy core gets fewer
@@ -53,6 +48,7 @@ class ModuleGen:
 
     target: Target
     options: Options
+    emitters: Mapping[str, Emitter]
     module: ir.Module = field(default_factory=lambda: ir.Module(name="yota"))
     failures: list[dict[str, Any]] = field(default_factory=list)
     functions: dict[str, tuple[ir.Function, int]] = field(default_factory=dict)
@@ -130,78 +126,18 @@ def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int) ->
     return chunks
 
 
-def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
-    """Lower ``fn`` and everything it calls; adds the exported entry ``yota_main``."""
-    mg = ModuleGen(target, options)
-    main, ws = FnGen(mg, fn, "yota.main").run()
-    nptr = len(fn.inputs) + len(fn.outputs) + 1
-    entry = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * nptr), ENTRY)
-    b = ir.IRBuilder(entry.append_basic_block("entry"))
-    slots = b.alloca(ir.ArrayType(PTR, nptr + 1))
-    for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
-        b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
-    b.ret(b.call(main, [slots]))
-    _array_entry(mg, fn, entry)
-    mg.ws_bytes = ws  # type: ignore[attr-defined]
-    return mg
-
-
-def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function) -> None:
-    """``i32 yota_main_arrays(PyArrayObject* in0, ..., out0, ..., ptr workspace)``: reads
-    each array's data pointer itself (cheaper than any way Python has to get it) after
-    checking that an input has the expected shape and is C-contiguous and aligned;
-    returns -(k+1) if input k is not (the caller converts it and calls again)."""
-    n, m = len(fn.inputs), len(fn.outputs)
-    f = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * (n + m + 1)), ENTRY_OBJ)
-    b = ir.IRBuilder(f.append_basic_block("entry"))
-    field = lambda obj, name, ty: b.load(  # noqa: E731
-        b.gep(obj, [i64(ARRAY_ABI[name])], source_etype=I8), typ=ty)
-    ptrs = []
-    for k, obj in enumerate(f.args[:n + m]):
-        if k < n:
-            _check_array(b, f, obj, fn.inputs[k].shape, field, k)
-        ptrs.append(field(obj, "data", PTR))
-    b.ret(b.call(entry, ptrs + [f.args[-1]]))
-
-
-def _check_array(b: ir.IRBuilder, f: ir.Function, obj: ir.Value, shape: tuple[int, ...],
-                 field: Any, k: int) -> None:
-    bad = f.append_basic_block(f"bad{k}")
-    nd = field(obj, "nd", I32)
-    flags = field(obj, "flags", I32)
-    need = ir.Constant(I32, ARRAY_ABI["need"])
-    ok = b.and_(b.icmp_signed("==", nd, ir.Constant(I32, len(shape))),
-                b.icmp_signed("==", b.and_(flags, need), need))
-    nxt = f.append_basic_block(f"dims{k}")
-    b.cbranch(ok, nxt, bad)
-    b.position_at_end(nxt)
-    if shape:
-        dims = field(obj, "dims", PTR)
-        same = ir.Constant(I1, 1)
-        for a, d in enumerate(shape):
-            got = b.load(b.gep(dims, [i64(a)], source_etype=I64), typ=I64)
-            same = b.and_(same, b.icmp_signed("==", got, i64(d)))
-        nxt = f.append_basic_block(f"ok{k}")
-        b.cbranch(same, nxt, bad)
-        b.position_at_end(nxt)
-    with b.goto_block(bad):
-        b.ret(ir.Constant(I32, -(k + 1)))
-
-
-class FnGen:
-    """The lowering of one IR function."""
+class FnGen(FnLowering):
+    """The lowering of one IR function to an LLVM function."""
 
     def __init__(self, mg: ModuleGen, fn: Function, name: str) -> None:
-        self.mg, self.fn = mg, fn
-        self.lay: Layout = build_layout(fn, mg.target.blas)
+        super().__init__(fn, build_layout(fn, mg.target.blas), mg.emitters)
+        self.mg = mg
         self.llfn = ir.Function(mg.module, ir.FunctionType(I32, [PTR]), name)
         self.llfn.linkage = "internal"
         self.top = self.llfn.append_basic_block("entry")
         body = self.llfn.append_basic_block("body")
         self.ab = ir.IRBuilder(self.top)  # allocas and argument loads
         self.b = ir.IRBuilder(body)
-        self.scratch_used = 0
-        self.scratch_max = 0
         self._load_args()
 
     # -- set-up ---------------------------------------------------------------------
@@ -233,22 +169,12 @@ class FnGen:
         return g
 
     def run(self) -> tuple[ir.Function, int]:
-        from .emit import EMITTERS, emit_output_copy
-
-        for i, op in enumerate(self.fn.ops):
-            self.scratch_used = 0
-            self.op_index = i
-            EMITTERS[op.name](self, op)
-        for j, v in self.lay.out_copies:
-            emit_output_copy(self, j, v)
+        self.emit_ops()
         self.b.ret(ir.Constant(I32, 0))
         self.ab.branch(self.b.function.blocks[1])
         return self.llfn, self.lay.ws_bytes + self.scratch_max
 
-    # -- pointers and accesses ----------------------------------------------------------
-    def loc(self, v: Value) -> Loc:
-        return self.lay.loc[v]
-
+    # -- pointers -------------------------------------------------------------------------
     def operand_loc(self, op_index: int, k: int, v: Value) -> Loc:
         """Where op ``op_index`` reads operand ``k``: a contiguous copy if the layout
         asked for one (made here), else the value's own location."""
@@ -269,30 +195,26 @@ class FnGen:
 
     def scratch(self, nbytes: int) -> ir.Value:
         """Workspace bytes that live only while the current op runs."""
-        off = self.lay.ws_bytes + self.scratch_used
-        self.scratch_used += -(-max(nbytes, 1) // 64) * 64
-        self.scratch_max = max(self.scratch_max, self.scratch_used)
-        return self.b.gep(self.ws, [i64(off)], source_etype=I8)
+        return self.b.gep(self.ws, [i64(self.scratch_offset(nbytes))], source_etype=I8)
+
+    def pointers(self, args: KernelArgs) -> list[ir.Value]:
+        """The kernel arguments: each storage's base pointer."""
+        return [self.bases[s] if s >= 0 else ir.Constant(PTR, None) for s in args.storages]
 
     # -- kernels -------------------------------------------------------------------------
-    def access(self, args: KernelArgs, loc: Loc, dtype: np.dtype,
-               strides: tuple[int, ...] | None = None, offset: int = 0) -> Access:
-        return Access(args.param(loc.storage), loc.offset + offset,
-                      loc.strides if strides is None else strides, np.dtype(dtype))
-
     def launch(self, k: Kernel, args: KernelArgs) -> None:
         """Initialize reduction outputs, run the kernel (split over threads when it is
         large), and combine the threads' partial reductions."""
         k = normalize(k)
         if not k.reductions and any(d == 0 for d in k.domain):
             return
-        k, params = self._rebase(k, args.values)
+        k, params = self._rebase(k, self.pointers(args))
         for kind, _, acc in k.reductions:
             self._fill_reduction(k, kind, acc, params[acc.param])
         if any(d == 0 for d in k.domain):
             return
         threads = self.mg.options.threads
-        if threads > 1 and k.work() >= self.mg.options.par_work and k.domain[0] > 1:
+        if threads > 1 and work(k) >= self.mg.options.par_work and k.domain[0] > 1:
             self._parallel(k, params, threads)
         else:
             kfn = self.mg.kernel(k)
@@ -313,10 +235,7 @@ class FnGen:
             a, offset=(a.offset * a.dtype.itemsize - lows[a.param]) // a.dtype.itemsize)
         new = [p if not lows.get(j) else self.b.gep(p, [i64(lows[j])], source_etype=I8)
                for j, p in enumerate(params)]
-        k2 = replace(k, reads=[move(a) for a in k.reads],
-                     stores=[(v, move(a)) for v, a in k.stores],
-                     reductions=[(kd, v, move(a)) for kd, v, a in k.reductions])
-        return k2, new
+        return k.map_accesses(move), new
 
     def _fill_reduction(self, k: Kernel, kind: str, acc: Access, ptr: ir.Value) -> None:
         kept = [a for a, r in enumerate(k.reduce) if not r]
@@ -336,12 +255,10 @@ class FnGen:
         nchunks = -(-d0 // step)
         private = k.reduce[0] and bool(k.reductions)
         k2, slots = k, [[] for _ in range(threads)]
-        if private:
-            k2 = Kernel(k.domain, k.reduce, k.nparams + len(k.reductions), k.reads, k.ops,
-                        k.stores, [])
-            for j, (kind, vid, acc) in enumerate(k.reductions):
-                k2.reductions.append((kind, vid, Access(k.nparams + j, acc.offset,
-                                                        acc.strides, acc.dtype)))
+        if private:  # each reduction's output becomes a new parameter
+            n = k.nparams
+            k2 = replace(k, reductions=[(kind, vid, replace(acc, param=n + j)) for j, (kind, vid, acc)
+                                        in enumerate(k.reductions)])
             slots = [[params[acc.param] for _, _, acc in k.reductions]]
             slots += [[self._partial(k, kind, acc) for kind, _, acc in k.reductions]
                       for _ in range(threads - 1)]
@@ -359,16 +276,11 @@ class FnGen:
 
     def _combine_partial(self, k: Kernel, kind: str, acc: Access, out: ir.Value,
                          part: ir.Value) -> None:
-        from .kernel import COMBINE_OP
-
         kept = [a for a, r in enumerate(k.reduce) if not r]
         shape = tuple(k.domain[a] for a in kept)
         st = tuple(acc.strides[a] for a in kept)
-        ck = Kernel(shape, (False,) * len(shape), 2)
-        x = ck.read(Access(0, acc.offset, st, acc.dtype))
-        y = ck.read(Access(1, acc.offset, st, acc.dtype))
-        ck.store(ck.op(COMBINE_OP[kind], (x, y), acc.dtype), Access(0, acc.offset, st, acc.dtype))
-        ck = normalize(ck)
+        ck = normalize(combine_kernel(shape, kind, Access(0, acc.offset, st, acc.dtype),
+                                      Access(1, acc.offset, st, acc.dtype)))
         self.b.call(self.mg.kernel(ck), [out, part, i64(0), i64(ck.domain[0])])
 
     def _run_chunks(self, kfn: ir.Function, params: list[ir.Value],
@@ -386,15 +298,6 @@ class FnGen:
             b.store(v, b.gep(ctx, [i64(0), i64(j)], inbounds=True))
         b.call(par, [chunks, ctx, i64(len(slots))])
 
-    def copy(self, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
-        if int(np.prod(shape, dtype=np.int64)) == 0:
-            return
-        args = KernelArgs(self)
-        k = Kernel(tuple(shape), (False,) * len(shape), 0)
-        k.store(k.read(self.access(args, src, dtype)), self.access(args, dst, dtype))
-        k.nparams = len(args.values)
-        self.launch(k, args)
-
     # -- failures -------------------------------------------------------------------------
     def fail_if(self, cond: ir.Value, record: dict[str, Any], value: ir.Value) -> None:
         """If ``cond``, write ``value`` to the status block and return the failure code."""
@@ -402,29 +305,3 @@ class FnGen:
         with self.b.if_then(cond, likely=False):
             self.b.store(value, self.b.gep(self.status, [i64(8)], source_etype=I8))
             self.b.ret(ir.Constant(I32, code))
-
-
-class KernelArgs:
-    """The pointer parameters of one kernel launch: one per distinct storage."""
-
-    def __init__(self, g: FnGen) -> None:
-        self.g = g
-        self.values: list[ir.Value] = []
-        self.by_storage: dict[int, int] = {}
-
-    def param(self, storage: int) -> int:
-        if storage not in self.by_storage:
-            self.by_storage[storage] = len(self.values)
-            self.values.append(self.g.bases[storage] if storage >= 0
-                               else ir.Constant(PTR, None))
-        return self.by_storage[storage]
-
-    def raw(self, ptr: ir.Value) -> int:
-        self.values.append(ptr)
-        return len(self.values) - 1
-
-
-def dense(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return contiguous_strides(shape)
-
-

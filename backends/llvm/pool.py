@@ -22,6 +22,8 @@ import threading
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
+from .jit import optimize
+from .target import host
 from .types import I8, I32, I64, PTR, VOID, i64
 
 SYMBOL = "yota_parallel"
@@ -39,9 +41,6 @@ def ensure_pool() -> None:
         return
     with _lock:
         if _engine is None:
-            from .jit import optimize
-            from .target import host
-
             target = host()
             mod = optimize(str(_module(target.triple)), target)
             engine = llvm.create_mcjit_compiler(mod, target.machine())

@@ -22,8 +22,8 @@ from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
 from .jit import Loaded, cfunc
-from .lower import ARRAY_ABI, ENTRY, ENTRY_OBJ
-from .target import Target
+from .module import ENTRY, ENTRY_OBJ
+from .target import ARRAY_ABI, Target
 
 try:  # the interpreter's own wording, so both backends fail with the same message
     from yota.ir.interpreter import _guard_message

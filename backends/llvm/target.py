@@ -22,6 +22,10 @@ import llvmlite
 import llvmlite.binding as llvm
 import numpy as np
 
+# CPython/NumPy ABI facts the array entry relies on (checked at import by the runtime):
+# byte offsets of PyArrayObject's data, nd, dimensions and flags, and the flag bits
+# C_CONTIGUOUS | ALIGNED.
+ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
 _lock = threading.Lock()
 _ready = False
 
@@ -53,8 +57,6 @@ class Target:
     def key(self) -> dict[str, Any]:
         """The target's part of a cache key (with the NumPy array field offsets the
         array entry point reads)."""
-        from .lower import ARRAY_ABI
-
         return {"triple": self.triple, "cpu": self.cpu, "features": self.features,
                 "llvm": ".".join(map(str, llvm.llvm_version_info)),
                 "llvmlite": llvmlite.__version__, "mvec": list(self.mvec_isas),

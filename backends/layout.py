@@ -1,0 +1,230 @@
+"""Where every value of a planned function lives: the memory plan rendered as storages
+and views, for every target.
+
+The memory plan (``yota.ir.passes.plan_memory``) assigns each op result a buffer. Here
+each value gets a *location* (``Loc``): a storage (an input array, an output array, a
+region of the call's workspace, a constant) with an element offset and element strides.
+
+- A result the plan put in its operand's buffer (one of ``VIEW_OPS``: a ``transpose``,
+  ``slice`` or ``broadcast``, or a ``reshape`` of a contiguous value) may be a *view*:
+  its location is the operand's, with other strides, and no code runs for it. Which of
+  those the target keeps as views is its ``LayoutBuilder.view`` (``llvm/layout.py``,
+  ``cuda/layout.py``).
+- Every other shape op (``SHAPE_OPS``: also ``flip``, whose result the plan gives a
+  buffer of its own) is *materialized*: copied into the buffer the plan gave it, or a
+  region of its own.
+- An output whose buffer holds nothing bigger is written straight into the caller's
+  output array; other outputs are copied there at the end (``out_copies``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from yota.ir.core import Function, Op, Value
+from yota.ir.ops.misc import splat_scalar
+from yota.ir.passes import PassContext
+from yota.ir.passes.plan_memory import VIEW_OPS, MemoryPlan, plan_memory
+
+from .kernel import contiguous_strides
+
+SHAPE_OPS = (*VIEW_OPS, "flip")  # ops whose result is a rearrangement of the operand's
+
+
+@dataclass(frozen=True)
+class Storage:
+    kind: str  # "in" | "out" | "ws" | "const"
+    index: int  # input/output number, workspace byte offset, or constant number
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Loc:
+    storage: int  # index into Layout.storages (-1: the value has no elements)
+    offset: int  # elements
+    strides: tuple[int, ...]  # elements
+
+
+@dataclass
+class Layout:
+    fn: Function
+    align: int  # bytes: workspace regions start at multiples of this
+    storages: list[Storage] = field(default_factory=list)
+    consts: list[np.ndarray] = field(default_factory=list)
+    loc: dict[Value, Loc] = field(default_factory=dict)
+    # shape-op results to copy, each with the strided location of its elements in the
+    # operand's memory (None: a reshape that strides cannot express)
+    materialize: dict[Value, Loc | None] = field(default_factory=dict)
+    copies: dict[tuple[int, int], Loc] = field(default_factory=dict)  # (op, operand)
+    out_copies: list[tuple[int, Value]] = field(default_factory=list)
+    out_storage: dict[int, int] = field(default_factory=dict)  # output number -> storage
+    ws_bytes: int = 0  # the status words come first
+
+    def add_storage(self, kind: str, index: int, nbytes: int) -> int:
+        self.storages.append(Storage(kind, index, nbytes))
+        return len(self.storages) - 1
+
+    def workspace(self, nbytes: int) -> int:
+        off = self.ws_bytes
+        self.ws_bytes += -(-max(nbytes, 1) // self.align) * self.align
+        return self.add_storage("ws", off, nbytes)
+
+    def contiguous(self, storage: int, v: Value) -> Loc:
+        return Loc(storage, 0, contiguous_strides(v.shape))
+
+    def fresh(self, v: Value) -> Loc:
+        """A dedicated contiguous workspace region for ``v``."""
+        return self.contiguous(self.workspace(v.type.nbytes), v)
+
+
+def memory_plan(fn: Function) -> MemoryPlan:
+    """``fn``'s memory plan (planned here if the pipeline did not)."""
+    plan = MemoryPlan.of(fn) or MemoryPlan.of(plan_memory(fn, PassContext()))
+    assert plan is not None
+    return plan
+
+
+class LayoutBuilder:
+    """Places inputs, constants, op results and outputs; a target decides which plan
+    views it keeps (``view``) and which operands need a contiguous copy
+    (``operand_copies``)."""
+
+    def __init__(self, fn: Function, plan: MemoryPlan, align: int, status_bytes: int) -> None:
+        self.fn, self.plan = fn, plan
+        self.lay = Layout(fn, align, ws_bytes=status_bytes)
+        self.buf = plan.buffer_of(fn)
+
+    def run(self) -> Layout:
+        lay = self.lay
+        for k, v in enumerate(self.fn.inputs):
+            lay.loc[v] = lay.contiguous(lay.add_storage("in", k, v.type.nbytes), v)
+        self.buf_storage = self._buffer_storages()
+        for i, op in enumerate(self.fn.ops):
+            self.place(i, op)
+            self.operand_copies(i, op)
+        for j, v in enumerate(self.fn.outputs):
+            want = lay.contiguous(lay.out_storage[j], v)
+            if v.type.nbytes and lay.loc[v] != want:
+                lay.out_copies.append((j, v))
+        return lay
+
+    def plan_view(self, op: Op, r: Value) -> bool:
+        """The plan made ``r`` a view: it shares its operand's memory."""
+        return op.name in VIEW_OPS and self.buf.get(r, -1) == self.buf.get(op.operands[0], -1)
+
+    def _buffer_storages(self) -> dict[int, int]:
+        """Plan buffers as storages (buffer -> storage); an output's buffer that holds
+        nothing bigger (and that the plan did not make a view) is the caller's output
+        array itself. Every output gets its storage in ``out_storage``."""
+        lay, fn, plan = self.lay, self.fn, self.plan
+        index = {r: i for i, op in enumerate(fn.ops) for r in op.results}
+        claimed: dict[int, int] = {}
+        for j, v in enumerate(fn.outputs):
+            b = self.buf.get(v, -1)
+            op = fn.ops[index[v]] if v in index else None
+            if (b >= 0 and b not in claimed and v.type.nbytes and op is not None
+                    and not self.plan_view(op, v) and plan.buffers[b] == v.type.nbytes):
+                claimed[b] = j
+        storages = {}
+        for b, size in enumerate(plan.buffers):
+            if b in claimed:
+                storages[b] = lay.add_storage("out", claimed[b], size)
+                lay.out_storage[claimed[b]] = storages[b]
+            else:
+                storages[b] = lay.workspace(size)
+        for j, v in enumerate(fn.outputs):
+            if j not in lay.out_storage:
+                lay.out_storage[j] = lay.add_storage("out", j, v.type.nbytes)
+        return storages
+
+    # -- placing results ------------------------------------------------------------------
+    def place(self, i: int, op: Op) -> None:
+        lay = self.lay
+        if op.name == "const":
+            self.place_const(op)
+            return
+        for r in op.results:
+            if r.type.nbytes == 0:
+                lay.loc[r] = Loc(-1, 0, (0,) * r.ndim)
+                self.placed(i, op, r, False)
+                continue
+            if op.name in VIEW_OPS:
+                cand = self.view(i, op, r)
+                if cand is not None:
+                    lay.loc[r] = cand
+                    self.placed(i, op, r, True)
+                    continue
+            if op.name in SHAPE_OPS:
+                src = op.operands[0]
+                lay.materialize[r] = self.view_loc(op, lay.loc[src], src.shape)
+            b = self.buf.get(r, -1)
+            if b >= 0 and self.plan.buffers[b] >= r.type.nbytes and not self.plan_view(op, r):
+                lay.loc[r] = lay.contiguous(self.buf_storage[b], r)
+            else:  # no buffer, or one we cannot follow: a region of its own
+                lay.loc[r] = lay.fresh(r)
+            self.placed(i, op, r, False)
+
+    def place_const(self, op: Op) -> None:
+        lay, r = self.lay, op.result
+        if r.type.nbytes == 0:
+            lay.loc[r] = Loc(-1, 0, (0,) * r.ndim)
+            return
+        value = op.attrs["value"]
+        first = splat_scalar(value)
+        lay.consts.append(np.ascontiguousarray(first if first is not None else value))
+        s = lay.add_storage("const", len(lay.consts) - 1, lay.consts[-1].nbytes)
+        lay.loc[r] = Loc(s, 0, (0,) * r.ndim) if first is not None else lay.contiguous(s, r)
+
+    # -- what targets decide ----------------------------------------------------------------
+    def view_loc(self, op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
+        """The location of shape op ``op``'s result as a view of ``loc`` (the operand's,
+        of ``shape``), or None where strides cannot express it."""
+        return strided_view(op, loc, shape)
+
+    def view(self, i: int, op: Op, r: Value) -> Loc | None:
+        """The location of shape op ``op``'s result ``r`` as a view, or None to copy it."""
+        return None
+
+    def placed(self, i: int, op: Op, r: Value, is_view: bool) -> None:
+        """``r`` (of op ``i``) has its location."""
+
+    def operand_copies(self, i: int, op: Op) -> None:
+        """Ask for contiguous copies of operands op ``i`` cannot read where they are."""
+
+
+# -- view arithmetic ------------------------------------------------------------------------
+def strided_view(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
+    """The location of a ``transpose``, ``broadcast``, ``slice`` or ``flip`` of the
+    ``shape``-shaped value at ``loc``, as a view; None for any other op."""
+    s, a = loc.strides, op.attrs
+    if op.name == "transpose":
+        return Loc(loc.storage, loc.offset, tuple(s[p] for p in a["perm"]))
+    if op.name == "broadcast":
+        out = a["shape"]
+        lead = len(out) - len(shape)
+        st = [0] * lead + [0 if d == 1 and o != 1 else x
+                           for d, o, x in zip(shape, out[lead:], s, strict=True)]
+        return Loc(loc.storage, loc.offset, tuple(st))
+    if op.name == "slice":
+        off = loc.offset + sum(b * x for b, x in zip(a["start"], s, strict=True))
+        return Loc(loc.storage, off, tuple(x * c for x, c in zip(s, a["step"], strict=True)))
+    if op.name == "flip":
+        off, st = loc.offset, list(s)
+        for ax in set(a["axes"]):
+            if shape[ax] > 0:
+                off += (shape[ax] - 1) * s[ax]
+            st[ax] = -s[ax]
+        return Loc(loc.storage, off, tuple(st))
+    return None
+
+
+def is_contiguous(loc: Loc, shape: tuple[int, ...]) -> bool:
+    """Row-major without gaps (axes of length 1 may have any stride)."""
+    if int(np.prod(shape, dtype=np.int64)) == 0:
+        return True
+    s, ok = 1, True
+    for d, x in zip(reversed(shape), reversed(loc.strides), strict=True):
+        ok = ok and (d == 1 or x == s)
+        s *= d
+    return ok

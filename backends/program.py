@@ -1,0 +1,75 @@
+"""The lowered program as data: what a function becomes when its kernels run as
+separate launches (the cuda backend), a list of *steps* a runtime replays in order:
+
+- ``Launch``: a kernel with a grid, a block and pointer arguments (copies, fills and
+  guards are kernels too);
+- ``Memset``: zero bytes (outputs of ``scatter_add`` and of an empty matrix product);
+- ``Gemm``: a matrix product through the target's BLAS on strided views;
+- ``Call``: another function's steps, on its operands' memory.
+
+Pointer arguments are ``(storage, byte offset)`` pairs (``Ref``), resolved at call time
+against the call's inputs, outputs, workspace and constants (storage ``STATUS``: the
+failure status words). Nothing here runs on a device: steps can be built, stored as JSON
+(``cuda/artifact.py``) and inspected anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+STATUS = -2  # the storage number of the status words
+Ref = tuple[int, int]  # (storage, byte offset)
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: tuple[Ref, ...]
+    scalars: tuple[int, ...] = ()  # integer parameters after the pointers
+
+
+@dataclass(frozen=True)
+class Memset:
+    ref: Ref
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class View:
+    ref: Ref
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # bytes
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Gemm:
+    a: View
+    b: View
+    out: View
+
+
+@dataclass(frozen=True)
+class Call:
+    callee: str
+    ins: tuple[Ref, ...]
+    outs: tuple[Ref, ...]
+    ws: Ref
+
+
+Step = Launch | Memset | Gemm | Call
+
+
+@dataclass
+class FnPlan:
+    """One function's storages (``layout.Storage``), steps and workspace bytes."""
+
+    name: str
+    storages: list[Any]
+    steps: list[Step]
+    ws_bytes: int
