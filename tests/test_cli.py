@@ -77,6 +77,25 @@ def test_python_m_yota_help() -> None:
         assert re.search(rf"^\s+{cmd}\s", r.stdout, re.M), cmd
 
 
+def test_library_modules_behind_the_commands() -> None:
+    """The commands are thin: JSON and DOT of IR live beside the printer, the tape's JSON in
+    yota.tape_json; their docstring examples run."""
+    import doctest
+
+    import yota.ir.dot
+    import yota.ir.to_json
+
+    import yota.tape_json
+
+    for mod in (yota.ir.to_json, yota.ir.dot, yota.tape_json):
+        assert doctest.testmod(mod).failed == 0, mod.__name__
+    assert cli.to_dot is yota.ir.dot.to_dot and cli.COLORS is yota.ir.dot.COLORS
+    assert yota.ir.dot.format_of("g.SVG") == "svg" and yota.ir.dot.format_of("-") == "dot"
+    r = subprocess.run([sys.executable, "-m", "yota.cli", "passes"], capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 0 and "default pipeline" in r.stdout, r.stderr
+
+
 # -- targets -------------------------------------------------------------------------------
 def test_args_are_evaluated_in_the_module_with_np() -> None:
     out = ok("tape", MODEL, "--args",
