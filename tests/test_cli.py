@@ -211,7 +211,7 @@ def test_ir_golden() -> None:
 def test_ir_stages_equal_the_python_api() -> None:
     t = load_example(EX / "mlp.py", "loss")
     _, tape = yota.trace(t.func, *t.args)
-    fn = tape.to_ir()
+    fn = yota.to_ir(tape)
     gfn = vjp(fn, cli.float_leaves(tape, fn))
     names = [n for n, _ in PIPELINE]
     pre_fuse = names[:names.index("fuse")]

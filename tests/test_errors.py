@@ -30,7 +30,7 @@ def trace_error(f: Callable[..., Any], *args: Any, kind: type = yota.YotaError,
     with pytest.raises(kind) as err:
         _, tape = yota.trace(f, *args)
         if to_ir:
-            tape.to_ir()
+            yota.to_ir(tape)
     assert isinstance(err.value, yota.YotaError)
     return str(err.value)
 

@@ -270,7 +270,7 @@ PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
 def test_traced_programs_round_trip(name: str) -> None:
     f, args = PROGRAMS[name]
     _, tape = yota.trace(f, *args)
-    assert_round_trips(tape.to_ir())
+    assert_round_trips(yota.to_ir(tape))
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))

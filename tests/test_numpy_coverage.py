@@ -497,7 +497,7 @@ def test_nep50_float32_stays_float32() -> None:
     assert val.dtype == F32
     assert yota.play(tape, x, 3.0).dtype == F32
     assert "f32[3]" in str(tape) and "f64[]{weak}" in str(tape)
-    assert "f64[3]" not in str(tape.to_ir())
+    assert "f64[3]" not in str(yota.to_ir(tape))
 
 
 def test_integer_and_bool_inputs() -> None:

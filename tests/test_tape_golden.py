@@ -1,4 +1,4 @@
-"""Golden text of the printed tape and of its IR (``tape.to_ir()``) for a few programs.
+"""Golden text of the printed tape and of its IR (``yota.to_ir(tape)``) for a few programs.
 
 In the expected text ``@n`` stands for ``test_tape_golden.py:<line>``, the line ``n``
 lines below the program's ``def``: the goldens hold the real source locations and stay
@@ -230,7 +230,7 @@ def test_tape_text(name: str) -> None:
 def test_ir_text(name: str) -> None:
     f, args = EXAMPLES[name]
     _, tape = yota.trace(f, *args)
-    text = print_function(tape.to_ir())
+    text = print_function(yota.to_ir(tape))
     assert text == expand(IRS[name], f)
     assert print_function(parse(text)) == text
 

@@ -117,9 +117,10 @@ def bench_w2(n: int, rounds: int) -> None:
 
 
 def _ir(f: Callable[..., Any], *args: Any) -> Any:
-    from yota.tracer import trace
+    from yota.lowering import to_ir
+    from yota.tracing import trace
 
-    return trace(f, *args)[1].to_ir()
+    return to_ir(trace(f, *args)[1])
 
 
 def bench_mlp(sizes: tuple[int, ...], batch: int, rounds: int) -> None:

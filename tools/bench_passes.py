@@ -90,7 +90,7 @@ def workloads() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...], int]]:
 
 def gradient(f: Callable[..., Any], args: tuple[Any, ...], n_wrt: int) -> Function:
     _, tape = yota.trace(f, *args)
-    return vjp(tape.to_ir(), list(range(n_wrt)))
+    return vjp(yota.to_ir(tape), list(range(n_wrt)))
 
 
 def gemms(fn: Function) -> str:

@@ -16,23 +16,23 @@ from yota.ir.errors import (
 )
 
 from . import cache  # yota.cache: the on-disk cache of compiled programs
-from . import numpy_map as _numpy_map  # noqa: F401  (installs Tracer methods)
 from .aot import aot  # ahead-of-time compilation
 from .compile import CompiledFunction, compile, play
 from .device import to_device
 from .grad import GradientResult, grad, stats
+from .lowering import to_ir
 from .primitives import primitive
 from .rules import check_rule, diffrule, nodiff
 from .simplegrad import simplegrad
 from .tape import Tape
-from .tracer import trace
+from .tracing import trace
 from .update import update_
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
-    "YotaError", "Tape", "primitive", "trace", "grad", "GradientResult", "stats",
+    "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
     "update_", "to_device", "cache", "aot",
 ]

@@ -14,8 +14,8 @@ from . import device as _device
 from . import pipeline
 from .cache import tape_signature
 from .program import Program, signature
+from .structs import rebuild_sequence
 from .tape import Tape, Var
-from .tracer import rebuild_sequence
 
 
 def _restructure(result: Any, outs: list[np.ndarray]) -> Any:

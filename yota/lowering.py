@@ -1,9 +1,12 @@
-"""Tape → IR: resolves structure access to input leaves and lowers each NumPy-level call
-through the table in ``yota.numpy_map``."""
+"""Tape → IR: ``to_ir(tape)`` resolves structure access to input leaves, lowers each
+NumPy-level call through its entry of the table in ``yota.numpy``, and each primitive's
+entry to an IR ``call`` of its traced body."""
 
 from __future__ import annotations
 
+import inspect
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,7 +17,10 @@ from yota.ir.types import TensorType, as_dtype
 from yota.ir.verifier import maybe_verify
 
 from . import structs
+from .numpy.registry import TABLE
+from .primitives import Primitive
 from .tape import Entry, Tape, Var
+from .tracing import trace
 
 
 class Lowering:
@@ -90,7 +96,32 @@ def _list_dtype(a: list[Any] | tuple[Any, ...]) -> np.dtype:
                             else np.asarray(v).dtype for v in a])
 
 
-def tape_to_ir(tape: Tape, name: str | None = None) -> Function:
+def to_ir(tape: Tape, name: str | None = None) -> Function:
+    """The typed IR of ``tape``: a function named ``name`` (default: the traced
+    function's name) whose inputs are the arguments' array leaves, then captured arrays.
+
+    A tape is lowered once per name (IR functions are immutable): a primitive's body is
+    traced again from its example arguments, which ``Tape.release_values`` drops after
+    the first lowering.
+
+    >>> import numpy as np, yota
+    >>> _, tape = yota.trace(lambda x: np.sum(x * 2.0), np.ones(3))
+    >>> print(yota.to_ir(tape))  # doctest: +ELLIPSIS
+    func @_lambda_(%0: f64[3] "x") -> (f64[]) {
+      %1 = const {value = 2.0} : f64[3]  # ...
+      %2 = mul %0, %1 : f64[3]  # ...
+      %3 = sum %2 {axes = [0]} : f64[]  # ...
+      return %3
+    }
+    """
+    key = (name, tuple(tape.argnames))
+    if key not in tape.lowered:
+        tape.lowered[key] = lower_tape(tape, name)
+    return tape.lowered[key]
+
+
+def lower_tape(tape: Tape, name: str | None = None) -> Function:
+    """Lower ``tape`` to a new IR function (``to_ir`` caches this on the tape)."""
     b = Builder(re.sub(r"\W", "_", name or tape.fname))
     L = Lowering(b)
     _inputs(tape, L)
@@ -138,13 +169,10 @@ def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
     if e.kind == "guard":
         L.b.guard(L.env[e.args[0]], expected=e.extra["expected"], kind=e.extra["kind"])
         return
-    from .numpy_map import TABLE
-    from .primitives import lower_primitive
-
     outs = [v.type for v in e.outs]
     try:
         if e.extra is not None:
-            res = lower_primitive(L, e, tape)
+            res = lower_primitive(L, e)
         else:
             res = TABLE[e.fn].lower(L, outs, *e.args, **e.kwargs)
     except YotaError as err:
@@ -177,3 +205,62 @@ def _output(L: Lowering, leaf: Any) -> Value:
     if isinstance(leaf, Var):
         return L.env[leaf]
     return L.b.const(float(leaf) if isinstance(leaf, float) else leaf)
+
+
+# -- primitives: an IR call of the traced body ------------------------------------------
+def _is_static(a: Any) -> bool:
+    return isinstance(a, (int, bool)) and not isinstance(a, np.generic)
+
+
+def lower_primitive(L: Lowering, e: Entry) -> tuple[Value, ...]:
+    """Lower a primitive's entry: trace its body into a callee ``Function`` and call it.
+
+    Array and float arguments become the callee's inputs; int/bool arguments and keyword
+    arguments are constants of the body (and part of the callee's identity)."""
+    prim, examples = e.extra
+    dyn = [i for i, a in enumerate(e.args) if not _is_static(a)]
+    operands = [L.operand(e.args[i], None, None) for i in dyn]
+    callee = _body(prim, e, examples, dyn, [v.type for v in operands])
+    existing = L.b.callees.get(callee.name)
+    if existing is not None and str(existing) != str(callee):
+        callee = callee.replace(name=f"{callee.name}_{len(L.b.callees)}")
+    return L.b.call(callee, *operands)
+
+
+def _body(prim: Primitive, e: Entry, examples: tuple[Any, ...] | None, dyn: list[int],
+          operands_types: list[Any]) -> Function:
+    def body(*dyn_args: Any) -> Any:
+        full = list(e.args)
+        for i, a in zip(dyn, dyn_args, strict=True):
+            full[i] = a
+        return prim.fn(*full, **e.kwargs)
+
+    if examples is None:  # released after compilation: only the types matter now
+        examples = tuple(a if _is_static(a) else None for a in e.args)
+        for i, v in zip(dyn, operands_types, strict=True):
+            examples = examples[:i] + (np.zeros(v.shape, v.dtype),) + examples[i + 1:]
+    _, sub = trace(body, *[examples[i] for i in dyn])
+    names = _param_names(prim.fn, len(e.args))
+    sub.argnames = [names[i] for i in dyn]
+    fn = to_ir(sub, getattr(prim.fn, "__name__", "primitive"))
+    attrs: dict[str, Any] = {"primitive": prim.key, "argnames": tuple(sub.argnames)}
+    static = {names[i]: e.args[i] for i in range(len(e.args)) if i not in dyn}
+    if e.kwargs or static:
+        attrs["kwargs"] = tuple((k, _static(v)) for k, v in {**static, **e.kwargs}.items())
+    return fn.replace(attrs=attrs)
+
+
+def _param_names(fn: Callable[..., Any], n: int) -> list[str]:
+    try:
+        names = [p.name for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        names = []
+    return (names + [f"arg{i}" for i in range(len(names), n)])[:n]
+
+
+def _static(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_static(x) for x in v)
+    if isinstance(v, (int, float, bool, str)):
+        return v
+    return repr(v)

@@ -30,14 +30,15 @@ from yota.ir.errors import TraceError, YotaError
 from . import device as _device
 from .cache.key import tape_signature
 from .cache.lookup import compile_cached
+from .lowering import to_ir
 from .program import Program
 from .tape import Tape, Var
-from .tracer import trace
+from .tracing import trace
 
 log = logging.getLogger("yota")
 
 STAGES: dict[str, str] = {
-    "traced": "the tape as typed IR (tape.to_ir())",
+    "traced": "the tape as typed IR (yota.to_ir(tape))",
     "grad": "value and gradients by rule rewrites (vjp, w.r.t. every float leaf)",
     "optimized": "after the default pipeline's passes that come before fusion",
     "fused": "after fusion: elementwise chains become `fused` kernels",
@@ -102,7 +103,7 @@ def check_scalar(tape: Tape, val: Any, f: Any) -> None:
 # -- lower, differentiate, optimize -----------------------------------------------------------
 def lower(tape: Tape) -> Function:
     """The tape as typed IR."""
-    return tape.to_ir()
+    return to_ir(tape)
 
 
 def float_leaves(tape: Tape, fn: Function) -> list[int]:

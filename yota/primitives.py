@@ -1,4 +1,5 @@
-"""Custom primitives: functions recorded as one tape entry and lowered to an IR call."""
+"""Custom primitives: functions recorded as one tape entry (lowered by ``yota.lowering``
+to an IR ``call`` of their traced body)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.core import Function, Value
 from yota.ir.errors import TraceError
 
-from .tape import Entry, Tape
 from .tracer import Tracer, find_context, record
 
 
@@ -92,65 +91,3 @@ def temporary_primitives(f: Callable[..., Any], fns: Any) -> Iterator[None]:
     finally:
         for scope, name, v in reversed(patches):
             scope[name] = v
-
-
-def _is_static(a: Any) -> bool:
-    return isinstance(a, (int, bool)) and not isinstance(a, np.generic)
-
-
-def lower_primitive(L: Any, e: Entry, tape: Tape) -> tuple[Value, ...]:
-    """Lower a primitive's entry: trace its body into a callee ``Function`` and call it.
-
-    Array and float arguments become the callee's inputs; int/bool arguments and keyword
-    arguments are constants of the body (and part of the callee's identity)."""
-    prim, examples = e.extra
-    dyn = [i for i, a in enumerate(e.args) if not _is_static(a)]
-    operands = [L.operand(e.args[i], None, None) for i in dyn]
-    callee = _body(prim, e, examples, dyn, [v.type for v in operands])
-    existing = L.b.callees.get(callee.name)
-    if existing is not None and str(existing) != str(callee):
-        callee = callee.replace(name=f"{callee.name}_{len(L.b.callees)}")
-    return L.b.call(callee, *operands)
-
-
-def _body(prim: Primitive, e: Entry, examples: tuple[Any, ...] | None, dyn: list[int],
-          operands_types: list[Any]) -> Function:
-    from .tracer import trace
-
-    def body(*dyn_args: Any) -> Any:
-        full = list(e.args)
-        for i, a in zip(dyn, dyn_args, strict=True):
-            full[i] = a
-        return prim.fn(*full, **e.kwargs)
-
-    if examples is None:  # released after compilation: only the types matter now
-        examples = tuple(a if _is_static(a) else None for a in e.args)
-        for i, v in zip(dyn, operands_types, strict=True):
-            examples = examples[:i] + (np.zeros(v.shape, v.dtype),) + examples[i + 1:]
-    _, sub = trace(body, *[examples[i] for i in dyn])
-    names = _param_names(prim.fn, len(e.args))
-    sub.argnames = [names[i] for i in dyn]
-    fn = sub.to_ir(getattr(prim.fn, "__name__", "primitive"))
-    attrs: dict[str, Any] = {"primitive": prim.key, "argnames": tuple(sub.argnames)}
-    static = {names[i]: e.args[i] for i in range(len(e.args)) if i not in dyn}
-    if e.kwargs or static:
-        attrs["kwargs"] = tuple((k, _static(v)) for k, v in {**static, **e.kwargs}.items())
-    return fn.replace(attrs=attrs)
-
-
-def _param_names(fn: Callable[..., Any], n: int) -> list[str]:
-    import inspect
-
-    try:
-        names = [p.name for p in inspect.signature(fn).parameters.values()]
-    except (TypeError, ValueError):
-        names = []
-    return (names + [f"arg{i}" for i in range(len(names), n)])[:n]
-
-
-def _static(v: Any) -> Any:
-    if isinstance(v, (list, tuple)):
-        return tuple(_static(x) for x in v)
-    if isinstance(v, (int, float, bool, str)):
-        return v
-    return repr(v)

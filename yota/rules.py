@@ -88,7 +88,8 @@ def _call_rule(b: Builder, op: Op, callee: Function, dys: Sequence[Value]) -> li
 
 def _traced_rule(key: str, name: str, rule: Callable[..., Any], op: Op,
                  callee: Function) -> Function:
-    from .tracer import trace
+    from .lowering import to_ir
+    from .tracing import trace
 
     types = tuple(v.type for v in (*op.operands, *op.results))
     cache_key = (key, name, types, callee.attrs.get("kwargs"))
@@ -116,7 +117,7 @@ def _traced_rule(key: str, name: str, rule: Callable[..., Any], op: Op,
     _, tape = trace(body, *examples)
     tape.argnames = [*argnames, *(["y"] if n_out == 1 else [f"y{i}" for i in range(n_out)]),
                      *(["dy"] if n_out == 1 else [f"dy{i}" for i in range(n_out)])]
-    g = tape.to_ir(f"rule_{name}")
+    g = to_ir(tape, f"rule_{name}")
     _TRACED[cache_key] = g
     return g
 

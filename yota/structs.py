@@ -136,6 +136,11 @@ def rebuild(x: Any, fn: Callable[[Path, Any], Any], path: Path = ()) -> Any:
     return out
 
 
+def rebuild_sequence(like: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
+    """``items`` in a sequence of ``like``'s type (a list, tuple or NamedTuple)."""
+    return type(like)(*items) if hasattr(type(like), "_fields") else type(like)(items)
+
+
 def get_path(x: Any, path: Path) -> Any:
     for k in path:
         x = getattr(x, k) if is_attr_container(x) and isinstance(k, str) else x[k]

@@ -8,6 +8,8 @@
       ...
       guard bool(%9) == True  # model.py:12
       return %8
+
+``str(tape)`` prints it (``format_tape``); ``yota.lowering.to_ir(tape)`` lowers it to IR.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from yota.ir.types import TensorType
 
@@ -87,7 +91,8 @@ class Tape:
         self.captured: list[Entry] = []
         self.argnames: list[str] = []
         self.bound_consts: list[tuple[Any, dict[str, Any], str]] = []  # (array, globals, name)
-        self._ir: dict[tuple[Any, ...], Any] = {}
+        # IR lowered from this tape by (name, argnames): filled by yota.lowering.to_ir
+        self.lowered: dict[tuple[Any, ...], Any] = {}
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
         self.nvars += 1
@@ -120,22 +125,70 @@ class Tape:
         return len(self.entries)
 
     def __str__(self) -> str:
-        from .tape_print import format_tape
-
         return format_tape(self)
 
     def __repr__(self) -> str:
         return f"<Tape of {self.fname}: {len(self.entries)} entries>"
 
-    def to_ir(self, name: str | None = None) -> Any:
-        """The typed IR of this tape: structure access resolved to input leaves and NumPy
-        calls canonicalized to IR ops (see ``yota.numpy_map``)."""
-        from .lowering import tape_to_ir
 
-        # Lowered once (IR functions are immutable): a primitive's body is traced again
-        # from its example arguments, which release_values drops after the first lowering.
-        key = (name, tuple(self.argnames))
-        if key not in self._ir:
-            self._ir[key] = tape_to_ir(self, name)
-        return self._ir[key]
+# -- printing ----------------------------------------------------------------------------
+def format_static(x: Any) -> str:
+    if isinstance(x, Var):
+        return repr(x)
+    if isinstance(x, slice):
+        parts = ["" if v is None else format_static(v) for v in (x.start, x.stop, x.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if x.step is not None else "")
+    if x is Ellipsis:
+        return "..."
+    if isinstance(x, tuple):
+        inner = ", ".join(format_static(v) for v in x)
+        return f"({inner},)" if len(x) == 1 else f"({inner})"
+    if isinstance(x, list):
+        return "[" + ", ".join(format_static(v) for v in x) + "]"
+    if isinstance(x, np.dtype):
+        return f"np.{x}"
+    if isinstance(x, type):
+        return x.__name__
+    if isinstance(x, np.ndarray):
+        text = np.array2string(x, threshold=6, separator=", ", max_line_width=10**6)
+        return f"array({text.replace(chr(10), '')})"  # one line per tape entry
+    return repr(x)
 
+
+def _type_str(v: Var, value: Any) -> str:
+    if v.type is not None:
+        return str(v.type) + ("{weak}" if v.weak else "")
+    return type(value).__name__
+
+
+def format_entry(e: Entry) -> str:
+    outs = ", ".join(repr(v) for v in e.outs)
+    if e.kind == "input":
+        line = f"inp {outs}::{_type_str(e.outs[0], e.value)}"
+    elif e.kind == "guard":
+        line = f"guard {e.extra['kind']}({e.args[0]!r}) == {e.extra['expected']!r}"
+    elif e.kind == "const":
+        line = f"{outs} = const({format_static(e.value)})::{e.outs[0].type}"
+    elif e.kind == "captured":
+        line = f"{outs} = captured({e.extra[1]})::{e.outs[0].type}"
+    else:
+        args = [format_static(a) for a in e.args]
+        args += [f"{k}={format_static(v)}" for k, v in e.kwargs.items()]
+        types = ", ".join(_type_str(v, val) for v, val in zip(e.outs, _values(e), strict=True))
+        line = f"{outs} = {e.fn}({', '.join(args)})::{types}"
+    if e.loc is not None:
+        line += f"  # {e.loc}"
+    return line
+
+
+def _values(e: Entry) -> list[Any]:
+    if e.value is None:
+        return [None] * len(e.outs)
+    return list(e.value) if len(e.outs) > 1 else [e.value]
+
+
+def format_tape(tape: Tape) -> str:
+    head = f"Tape for {tape.fname}" + (f" ({tape.loc})" if tape.loc else "")
+    lines = [head] + ["  " + format_entry(e) for e in tape.entries]
+    lines.append("  return " + format_static(tape.result))
+    return "\n".join(lines)

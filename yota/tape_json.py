@@ -13,8 +13,7 @@ from typing import Any
 from yota.ir.to_json import SCHEMA, json_scalar, json_type
 
 from . import structs
-from .tape import Entry, Tape, Var
-from .tape_print import format_entry, format_static
+from .tape import Entry, Tape, Var, format_entry, format_static
 
 
 def _json_static(x: Any) -> Any:

@@ -1,8 +1,13 @@
-"""Tracing: runs a user function on Tracer objects that record every NumPy call on a Tape.
+"""The traced value: ``Tracer``, and the recording of what user code does with it.
 
 Tracing runs ``f`` on real values (as Yota.jl does): every tracer carries its example
 value, so Python control flow sees real numbers. Where Python asks a traced value for
 ``bool``/``int``/``float``/``__index__``/``item()``, the answer is recorded as a guard.
+
+``Tracer`` declares its whole surface here: Python's operators, the array methods and
+properties, and NumPy's ``__array_ufunc__``/``__array_function__`` protocols. Each
+dispatches into the NumPy → IR table (``yota.numpy``), whose entry names the operation,
+checks its arguments and computes the example value; ``record`` puts the call on the tape.
 
 Arrays from closures and globals are never silently frozen. One with at most
 ``CONST_LIMIT`` elements becomes a constant of the program, and a compiled program
@@ -11,14 +16,15 @@ traced again; ``play`` refuses the stale tape). A larger one is an implicit inpu
 at call time; rebinding its global name retraces. What user code computes from such
 arrays with plain NumPy (not traced) is a constant of the trace, as are Python numbers
 from closures and globals.
+
+``yota.tracing.trace`` runs a function on tracers; ``yota.lowering.to_ir`` lowers the tape.
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -27,38 +33,12 @@ from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.types import DTYPE_NAMES, TensorType
 
 from . import structs
+from .numpy import registry
 from .tape import Entry, Loc, Tape, Var
+from .userloc import binding_name, forbid_math, user_loc, where
 
 CONST_LIMIT = 1024  # arrays up to this many elements met in user code become constants
-_YOTA_DIR = os.path.dirname(os.path.abspath(__file__))
-_IR_DIR = os.path.join(os.path.dirname(_YOTA_DIR), "ir")
-_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
-_SKIP = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep, "<frozen ", "<__array")
 _local = threading.local()
-
-
-def user_loc(depth: int = 1) -> Loc | None:
-    """The innermost frame outside Yota and NumPy: the user's code."""
-    f = sys._getframe(depth)
-    while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_SKIP):
-            return Loc(fn, f.f_lineno, f.f_code.co_name)
-        f = f.f_back
-    return None
-
-
-def where() -> str:
-    """The user's ``file:line in func: source`` for error messages."""
-    loc = user_loc(2)
-    return loc.describe() if loc is not None else "an unknown place"
-
-
-def _user_frame() -> Any:
-    f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_SKIP):
-        f = f.f_back
-    return f
 
 
 class TraceContext:
@@ -133,11 +113,11 @@ class TraceContext:
         var = self.tape.new_var(TensorType(a.dtype, a.shape))
         if a.size <= CONST_LIMIT or isinstance(arr, np.generic):
             entry = Entry("const", [var], value=a.copy(), extra=arr)
-            scope, name = _binding_name(arr) if isinstance(arr, np.ndarray) else (None, "")
+            scope, name = binding_name(arr) if isinstance(arr, np.ndarray) else (None, "")
             if scope is not None:  # a global: rebinding its name makes the tape stale
                 self.tape.bound_consts.append((arr, scope, name))
         else:
-            entry = Entry("captured", [var], value=arr, extra=_binding_name(arr),
+            entry = Entry("captured", [var], value=arr, extra=binding_name(arr),
                           loc=user_loc())
             self.tape.captured.append(entry)
         self.tape.add(entry)
@@ -150,21 +130,6 @@ class TraceContext:
         return expected
 
 
-def _binding_name(arr: Any) -> tuple[dict[str, Any] | None, str]:
-    """Where the user's frame binds the array: (globals dict or None, name).
-
-    A global binding is re-checked on every call, so rebinding the name retraces."""
-    f = _user_frame()
-    if f is not None:
-        for k, v in f.f_locals.items():
-            if v is arr:
-                return None, k
-        for k, v in f.f_globals.items():
-            if v is arr:
-                return f.f_globals, k
-    return None, "unnamed array"
-
-
 def _leaf_value(x: Any, path: tuple[Any, ...] = ()) -> Any:
     if type(x) is float:
         return x
@@ -174,8 +139,85 @@ def _leaf_value(x: Any, path: tuple[Any, ...] = ()) -> Any:
 
 
 def current_context() -> TraceContext | None:
+    """The innermost trace running in this thread (None outside a trace)."""
     stack = getattr(_local, "stack", None)
     return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def active(ctx: TraceContext) -> Iterator[None]:
+    """Make ``ctx`` the current trace of this thread while the block runs."""
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    stack.append(ctx)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+# -- the operations on a Tracer: each one is an entry of the NumPy → IR table ----------------
+Method = Callable[..., Any]
+
+
+def call(name: str, *args: Any, **kwargs: Any) -> Any:
+    """Trace NumPy-level operation ``name`` (an entry of ``yota.numpy``) on ``args``."""
+    op = registry.lookup(name, args, kwargs)
+    return record(name, args, kwargs, op.forward)
+
+
+def call_operator(name: str, *args: Any) -> Any:
+    """Trace a Python operator (``+``, ``-x``, ``abs``...): on Python floats it gives a
+    Python float, which stays weak (NEP 50), where the NumPy function gives np.float64."""
+    op = registry.lookup(name, args, {})
+    return record(name, args, {}, op.forward, python_op=True)
+
+
+def _binary(name: str, reflected: bool = False) -> Method:
+    """A binary operator: ``name`` on (self, other), or (other, self) when reflected."""
+
+    def op(self: Tracer, other: Any) -> Any:
+        if isinstance(other, str):
+            return NotImplemented
+        return call_operator(name, *((other, self) if reflected else (self, other)))
+
+    return op
+
+
+def _unary(name: str) -> Method:
+    def op(self: Tracer) -> Any:
+        return call_operator(name, self)
+
+    return op
+
+
+def _method(name: str) -> Method:
+    """An array method that is the NumPy function of the same name: ``x.sum(axis=0)``."""
+
+    def method(self: Tracer, *args: Any, **kwargs: Any) -> Any:
+        return call(name, self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def _inplace(op: str) -> Method:
+    def method(self: Tracer, other: Any) -> Any:
+        raise UnsupportedError(
+            f"in-place '{op}' on a traced array at {where()}: it would mutate an array "
+            f"that the program reads elsewhere. Write x = x {op[:-1]} y instead"
+        )
+
+    return method
+
+
+def _is_mask(k: Any) -> bool:
+    if isinstance(k, (Tracer, np.ndarray)):
+        return k.dtype.kind == "b"
+    if isinstance(k, list):
+        return bool(k) and all(_is_mask(v) for v in k)
+    return isinstance(k, (bool, np.bool_))
 
 
 class Tracer:
@@ -217,17 +259,14 @@ class Tracer:
     def __repr__(self) -> str:
         return f"Tracer({self.tape_var!r}::{self.type}, value={self.value!r})"
 
-    # -- NumPy protocols -------------------------------------------------------------
+    # -- NumPy protocols: np.<ufunc>(x) and np.<function>(x) --------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        from .numpy_map import call_ufunc
-
-        return call_ufunc(ufunc, method, inputs, kwargs)
+        name, inputs, kwargs = registry.resolve_ufunc(ufunc, method, inputs, kwargs)
+        return call(name, *inputs, **kwargs)
 
     def __array_function__(self, func: Callable[..., Any], types: Any, args: Any,
                            kwargs: Any) -> Any:
-        from .numpy_map import call_function
-
-        return call_function(func, args, kwargs)
+        return call(registry.resolve_function(func), *args, **kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise UnsupportedError(
@@ -237,12 +276,84 @@ class Tracer:
             "or wrap the code in a @yota.primitive with a @yota.diffrule"
         )
 
-    # -- Python conversions: guards ------------------------------------------------
+    # -- Python operators: NumPy's ufuncs, with Python's weak scalars -----------------------
+    __add__, __radd__ = _binary("add"), _binary("add", reflected=True)
+    __sub__, __rsub__ = _binary("subtract"), _binary("subtract", reflected=True)
+    __mul__, __rmul__ = _binary("multiply"), _binary("multiply", reflected=True)
+    __truediv__, __rtruediv__ = _binary("divide"), _binary("divide", reflected=True)
+    __floordiv__ = _binary("floor_divide")
+    __rfloordiv__ = _binary("floor_divide", reflected=True)
+    __mod__, __rmod__ = _binary("remainder"), _binary("remainder", reflected=True)
+    __divmod__, __rdivmod__ = _binary("divmod"), _binary("divmod", reflected=True)
+    __pow__, __rpow__ = _binary("power"), _binary("power", reflected=True)
+    __matmul__, __rmatmul__ = _binary("matmul"), _binary("matmul", reflected=True)
+    __and__, __rand__ = _binary("bitwise_and"), _binary("bitwise_and", reflected=True)
+    __or__, __ror__ = _binary("bitwise_or"), _binary("bitwise_or", reflected=True)
+    __xor__, __rxor__ = _binary("bitwise_xor"), _binary("bitwise_xor", reflected=True)
+    __lt__, __le__ = _binary("less"), _binary("less_equal")
+    __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
+    __eq__, __ne__ = _binary("equal"), _binary("not_equal")  # type: ignore[assignment]
+    __hash__ = object.__hash__
+    __neg__, __pos__ = _unary("negative"), _unary("positive")
+    __abs__, __invert__ = _unary("absolute"), _unary("invert")
+
+    # in-place operators would mutate an array the program reads elsewhere: refused
+    __iadd__, __isub__, __imul__ = _inplace("+="), _inplace("-="), _inplace("*=")
+    __itruediv__, __ipow__, __imatmul__ = _inplace("/="), _inplace("**="), _inplace("@=")
+
+    # -- array methods and properties --------------------------------------------------------
+    sum, mean, prod = _method("sum"), _method("mean"), _method("prod")
+    max, min = _method("max"), _method("min")
+    argmax, argmin = _method("argmax"), _method("argmin")
+    var, std = _method("var"), _method("std")
+    ravel, squeeze, swapaxes = _method("ravel"), _method("squeeze"), _method("swapaxes")
+    dot, astype, copy, round = _method("dot"), _method("astype"), _method("copy"), _method("round")
+
+    def reshape(self, *shape: Any, order: str = "C") -> Any:
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return call("reshape", self, shape, order=order)
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0]) if axes[0] is not None else ()
+        return call("transpose", self, axes or None)
+
+    @property
+    def T(self) -> Any:
+        return call("transpose", self)
+
+    @property
+    def mT(self) -> Any:
+        return call("swapaxes", self, -1, -2)
+
+    def flatten(self, order: str = "C") -> Any:
+        return call("ravel", self)
+
+    def clip(self, min: Any = None, max: Any = None, **kw: Any) -> Any:
+        return call("clip", self, min, max, **kw)  # ndarray.clip: either bound may be left out
+
+    def __getitem__(self, key: Any) -> Any:
+        for k in key if isinstance(key, tuple) else (key,):
+            if _is_mask(k):
+                raise UnsupportedError(
+                    f"boolean mask indexing at {where()}: the result's shape would depend on "
+                    "the data. Use np.where(mask, x, 0) or integer indices instead")
+        return call("getitem", self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        raise UnsupportedError(
+            f"in-place assignment x[...] = ... to a traced array at {where()}: Yota "
+            "differentiates pure functions. Build a new array instead (np.where(mask, new, x), "
+            "np.concatenate, or arithmetic)"
+        )
+
+    # -- Python conversions: guards ------------------------------------------------------
     def __bool__(self) -> bool:
         return self._ctx.guard(self, "bool", bool(self.value))
 
     def __int__(self) -> int:
-        _forbid_math("int")
+        forbid_math("int")
         return self._ctx.guard(self, "int", int(self.value))
 
     def __index__(self) -> int:
@@ -251,7 +362,7 @@ class Tracer:
         return self._ctx.guard(self, "int", int(self.value))
 
     def __float__(self) -> float:
-        _forbid_math("float")
+        forbid_math("float")
         return self._ctx.guard(self, "float", float(self.value))
 
     def item(self) -> Any:
@@ -274,59 +385,6 @@ class Tracer:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        raise UnsupportedError(
-            f"in-place assignment x[...] = ... to a traced array at {where()}: Yota "
-            "differentiates pure functions. Build a new array instead (np.where(mask, new, x), "
-            "np.concatenate, or arithmetic)"
-        )
-
-    __hash__ = object.__hash__
-
-
-def _forbid_math(conv: str) -> None:
-    """Raise when the conversion comes from a ``math``/``cmath`` call on a traced value."""
-    frame = _user_frame()
-    if frame is None:
-        return
-    loc = Loc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-    import re
-
-    for name in re.findall(r"([A-Za-z_][\w.]*)\s*\(", loc.source_line()):
-        obj = _resolve(name, frame)
-        if getattr(obj, "__module__", None) in ("math", "cmath") or (
-                getattr(obj, "__self__", None) is sys.modules.get("math")):
-            raise UnsupportedError(
-                f"Python's {name}() is applied to a traced value at {loc.describe()}: "
-                f"it would turn the value into a constant {conv}. Use the NumPy function "
-                f"(np.{name.split('.')[-1]}) instead"
-            )
-
-
-def _resolve(dotted: str, frame: Any) -> Any:
-    head, *rest = dotted.split(".")
-    scope = {**frame.f_builtins, **frame.f_globals, **frame.f_locals}
-    obj = scope.get(head)
-    for part in rest:
-        obj = getattr(obj, part, None)
-    return obj
-
-
-# -- in-place operators: mutation is not traced -----------------------------------------
-def _inplace(op: str) -> Callable[..., Any]:
-    def method(self: Tracer, other: Any) -> Any:
-        raise UnsupportedError(
-            f"in-place '{op}' on a traced array at {where()}: it would mutate an array "
-            f"that the program reads elsewhere. Write x = x {op[:-1]} y instead"
-        )
-
-    return method
-
-
-for _name, _op in [("__iadd__", "+="), ("__isub__", "-="), ("__imul__", "*="),
-                   ("__itruediv__", "/="), ("__ipow__", "**="), ("__imatmul__", "@=")]:
-    setattr(Tracer, _name, _inplace(_op))
 
 
 # -- recording ------------------------------------------------------------------------
@@ -456,86 +514,3 @@ def _normalize_output(v: Any, weak: bool, key: str, loc: Loc | None) -> Any:
         raise TraceError(f"'{key}' at {at} produced dtype {a.dtype}, which Yota does not "
                          "support (float32, float64, int32, int64, bool)")
     return a
-
-
-# -- trace -------------------------------------------------------------------------------
-def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
-    """Run ``f(*args)`` on tracers; returns ``(value, tape)``.
-
-    ``value`` is the real result. Arrays, Python floats, and structures of them
-    (dataclasses, objects, NamedTuples, tuples, lists, dicts) are traced; ints, bools,
-    strings and None are constants of the trace.
-
-    >>> import numpy as np, yota
-    >>> val, tape = yota.trace(lambda x: np.sum(x * 2.0), np.ones(3))
-    >>> float(val)
-    6.0
-    """
-    from .primitives import temporary_primitives
-
-    name = getattr(f, "__name__", type(f).__name__)
-    code = getattr(f, "__code__", None)
-    loc = Loc(code.co_filename, code.co_firstlineno, name) if code else None
-    tape = Tape(name, loc)
-    tape.argnames = _argnames(f, len(args))
-    ctx = TraceContext(tape)
-    ctx.inputs = list(args)
-    traced_args = [ctx.input(i, a) for i, a in enumerate(args)]
-    stack = getattr(_local, "stack", None)
-    if stack is None:
-        stack = _local.stack = []
-    stack.append(ctx)
-    try:
-        with temporary_primitives(f, primitives):
-            result = f(*traced_args)
-    finally:
-        stack.pop()
-    tape.result = _result_to_tape(ctx, result)  # may read leaves: before leaf_vars
-    tape.leaf_vars = [(t._path[0], t._path[1], t._var) for t in ctx.leaves]
-    return _result_value(result), tape
-
-
-def _argnames(f: Callable[..., Any], n: int) -> list[str]:
-    import inspect
-
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(names) < n:
-        names += [f"arg{i}" for i in range(len(names), n)]
-    return names[:n]
-
-
-def _result_to_tape(ctx: TraceContext, r: Any) -> Any:
-    if isinstance(r, Tracer):
-        if r._ctx is not ctx:
-            raise TraceError("the function returned a value traced by another trace")
-        return r.tape_var
-    if isinstance(r, (np.ndarray, np.generic)):
-        return ctx.array_var(r)
-    if isinstance(r, (list, tuple)):
-        return rebuild_sequence(r, [_result_to_tape(ctx, v) for v in r])
-    if isinstance(r, dict):
-        return {k: _result_to_tape(ctx, v) for k, v in r.items()}
-    if isinstance(r, (float, int, bool)) or r is None:
-        return r
-    raise TraceError(f"{ctx.tape.fname} (defined at {ctx.tape.loc}) returned a "
-                     f"{type(r).__name__}: a traced function returns arrays, floats, or "
-                     "tuples, NamedTuples, lists and dicts of them")
-
-
-def rebuild_sequence(like: list[Any] | tuple[Any, ...], items: list[Any]) -> Any:
-    """``items`` in a sequence of ``like``'s type (a list, tuple or NamedTuple)."""
-    return type(like)(*items) if hasattr(type(like), "_fields") else type(like)(items)
-
-
-def _result_value(r: Any) -> Any:
-    if isinstance(r, Tracer):
-        return r.value
-    if isinstance(r, (list, tuple)):
-        return rebuild_sequence(r, [_result_value(v) for v in r])
-    if isinstance(r, dict):
-        return {k: _result_value(v) for k, v in r.items()}
-    return r

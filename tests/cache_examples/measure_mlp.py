@@ -28,7 +28,7 @@ def child(mode):
     from yota import cache as yc
     from yota import pipeline
     from yota.program import flatten_args
-    from yota.tracer import trace
+    from yota.tracing import trace
 
     r = {"import yota": T() - t0}
     args = mlp.example()

@@ -32,7 +32,7 @@ def ir_cmd(target: str, args_expr: str | None, example: str | None, seed: int,
 
     \b
     Stages:
-      traced     the tape as typed SSA IR (tape.to_ir())
+      traced     the tape as typed SSA IR (yota.to_ir(tape))
       grad       value and gradients, by rule rewrites (w.r.t. every float leaf)
       optimized  after the default pipeline's passes before fusion
       fused      after fusion (elementwise chains become `fused` kernels)

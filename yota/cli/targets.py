@@ -18,7 +18,7 @@ import click
 import numpy as np
 
 from yota.tape import Tape
-from yota.tracer import trace
+from yota.tracing import trace
 
 from .app import ToolError, user_code
 

@@ -1,4 +1,4 @@
-"""Lowers NumPy indexing (``x[key]``) to IR: slices, flips, gathers and reshapes.
+"""Indexing (``x[key]``) lowered to IR: slices, flips, gathers and reshapes.
 
 Basic indices (ints, slices with any step, ``None``, ``...``) become ``slice``/``flip``
 ops; integer arrays become one ``gather`` (after a transpose when NumPy moves the
@@ -16,7 +16,13 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import I64, TensorType
 
-from .tape import Var
+from ..tape import Var
+from .registry import register
+
+
+@register("getitem", lambda x, key: x[key])
+def _getitem(L: Any, outs: list[TensorType], x: Any, key: Any) -> Value:
+    return lower_getitem(L, L.operand(x, None, None), key, outs[0])
 
 
 def _is_array_index(k: Any, L: Any) -> bool:
@@ -43,38 +49,40 @@ def _expand(key: Any, ndim: int, L: Any) -> list[Any]:
     return key + fill
 
 
+def _bounds(k: Any, ax: int, size: int, advanced: bool) -> tuple[int, int, int, bool]:
+    """(start, stop, step > 0, flip) of axis ``ax`` under basic index ``k``."""
+    if isinstance(k, slice):
+        lo, hi, st = k.indices(size)
+        n = len(range(lo, hi, st))
+        if st > 0:
+            return lo, (lo + (n - 1) * st + 1 if n else lo), st, False
+        last = lo + (n - 1) * st if n else 0
+        return last, (lo + 1 if n else 0), -st, n > 1
+    if isinstance(k, (int, np.integer)) and not advanced:
+        i = int(k)
+        if not -size <= i < size:
+            raise UnsupportedError(f"index {i} is out of bounds for axis {ax} "
+                                   f"with size {size}")
+        i %= size
+        return i, i + 1, 1, False
+    return 0, size, 1, False
+
+
 def lower_getitem(L: Any, x: Value, key: Any, out: TensorType) -> Value:
+    """``x[key]`` with NumPy's semantics, reshaped to the result type ``out``."""
     key = _expand(key, x.ndim, L)
     dims = [k for k in key if k is not None]
     advanced = any(_is_array_index(k, L) for k in dims)
     b = L.b
-    starts, stops, steps, flips = [], [], [], []
-    for ax, k in enumerate(dims):
-        size = x.shape[ax]
-        if isinstance(k, slice):
-            lo, hi, st = k.indices(size)
-            n = len(range(lo, hi, st))
-            if st > 0:
-                starts.append(lo), stops.append(lo + (n - 1) * st + 1 if n else lo)
-                steps.append(st)
-            else:
-                last = lo + (n - 1) * st if n else 0
-                starts.append(last), stops.append(lo + 1 if n else 0), steps.append(-st)
-                if n > 1:
-                    flips.append(ax)
-        elif isinstance(k, (int, np.integer)) and not advanced:
-            i = int(k)
-            if not -size <= i < size:
-                raise UnsupportedError(f"index {i} is out of bounds for axis {ax} "
-                                       f"with size {size}")
-            i %= size
-            starts.append(i), stops.append(i + 1), steps.append(1)
-        else:
-            starts.append(0), stops.append(size), steps.append(1)
-    if (tuple(starts), tuple(stops), tuple(steps)) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
-        x = b.slice(x, start=tuple(starts), stop=tuple(stops), step=tuple(steps))
+    bounds = [_bounds(k, ax, x.shape[ax], advanced) for ax, k in enumerate(dims)]
+    starts = tuple(s for s, _, _, _ in bounds)
+    stops = tuple(s for _, s, _, _ in bounds)
+    steps = tuple(s for _, _, s, _ in bounds)
+    flips = tuple(ax for ax, (_, _, _, f) in enumerate(bounds) if f)
+    if (starts, stops, steps) != ((0,) * x.ndim, x.shape, (1,) * x.ndim):
+        x = b.slice(x, start=starts, stop=stops, step=steps)
     if flips:
-        x = b.flip(x, axes=tuple(flips))
+        x = b.flip(x, axes=flips)
     if advanced:
         x = _gather(L, x, key)
     return b.reshape_to(x, out.shape)

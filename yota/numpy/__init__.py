@@ -1,0 +1,36 @@
+"""The NumPy → IR table, one module per family of NumPy functions.
+
+Importing this package fills ``registry.TABLE``: each family module registers its
+entries with ``@register(name, forward, *numpy_funcs)`` (see ``registry``). The tracer
+dispatches NumPy calls, ufuncs and Python operators on traced arrays into the table; the
+lowering (``yota.lowering``) turns each recorded call into IR ops with the entry's
+lowering. Supporting a new NumPy function means adding an entry to its family's module,
+or a new module here for a new family.
+
+=============== ==========================================================
+``registry``     ``NumpyOp``, ``TABLE``, ``register``, call validation
+``ufuncs``       arithmetic, math, comparison, logic, predicates, divmod
+``elementwise``  where, clip, round, copy, astype
+``creation``     zeros_like, ones_like, empty_like, full_like
+``reductions``   sum, prod, max, min, mean, var, std, argmax, argmin
+``contractions`` matmul, dot, inner, outer
+``shape``        reshape, ravel, squeeze, transpose, moveaxis, broadcast_to...
+``joining``      concatenate, stack, split
+``indexing``     ``x[key]``: slices, flips, integer-array gathers
+``axes``         axis and shape arguments, normalized
+=============== ==========================================================
+"""
+
+from . import (  # noqa: F401  (each family registers its entries on import)
+    contractions,
+    creation,
+    elementwise,
+    indexing,
+    joining,
+    reductions,
+    shape,
+    ufuncs,
+)
+from .registry import TABLE, NumpyOp, register
+
+__all__ = ["TABLE", "NumpyOp", "register"]

@@ -1,0 +1,90 @@
+"""Reductions: ``sum``, ``prod``, ``max``, ``min``, ``mean``, ``var``, ``std``,
+``argmax`` and ``argmin`` (``keepdims`` as a final reshape)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from yota.ir.core import Value
+from yota.ir.types import TensorType
+
+from .axes import norm_axes
+from .registry import Lower, register
+
+
+def _reduce(L: Any, ir_name: str, x: Value, axes: tuple[int, ...], keepdims: bool,
+            out: TensorType) -> Value:
+    r = L.b.emit(ir_name, x, axes=axes)
+    return L.b.reshape_to(r, out.shape) if keepdims else r
+
+
+def _reduction(ir_name: str) -> Lower:
+    def lower(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
+              out: Any = None, keepdims: bool = False, initial: Any = None,
+              where: Any = None) -> Value:
+        o = outs[0]
+        x = L.operand(a, o.dtype, None)
+        return _reduce(L, ir_name, x, norm_axes(axis, x.ndim), keepdims, o)
+
+    return lower
+
+
+register("sum", np.sum, np.sum)(_reduction("sum"))
+register("prod", np.prod, np.prod)(_reduction("prod"))
+register("max", np.max, np.max, np.amax)(_reduction("max"))
+register("min", np.min, np.min, np.amin)(_reduction("min"))
+
+
+@register("mean", np.mean, np.mean)
+def _mean(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
+          out: Any = None, keepdims: bool = False, where: Any = None) -> Value:
+    o = outs[0]
+    x = L.operand(a, o.dtype, None)
+    axes = norm_axes(axis, x.ndim)
+    s = _reduce(L, "sum", x, axes, keepdims, o)
+    n = int(np.prod([x.shape[i] for i in axes]))
+    return L.b.div(s, L.b.const(n, o.dtype, o.shape))
+
+
+def _moment(sqrt: bool) -> Lower:
+    def lower(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
+              out: Any = None, ddof: int = 0, keepdims: bool = False, where: Any = None,
+              mean: Any = None, correction: Any = None) -> Value:
+        o = outs[0]
+        x = L.operand(a, o.dtype, None)
+        axes = norm_axes(axis, x.ndim)
+        n = int(np.prod([x.shape[i] for i in axes]))
+        kshape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        b = L.b
+        m = b.div(b.reshape_to(b.sum(x, axes=axes), kshape), b.const(n, o.dtype, kshape))
+        d = b.sub(x, b.broadcast_to(m, x.shape))
+        ss = _reduce(L, "sum", b.mul(d, d), axes, keepdims, o)
+        dof = max(n - (correction if correction is not None else ddof), 0)  # as NumPy
+        v = b.div(ss, b.const(dof, o.dtype, o.shape))
+        return b.sqrt(v) if sqrt else v
+
+    return lower
+
+
+register("var", np.var, np.var)(_moment(False))
+register("std", np.std, np.std)(_moment(True))
+
+
+def _argreduce(ir_name: str) -> Lower:
+    def lower(L: Any, outs: list[TensorType], a: Any, axis: Any = None, out: Any = None,
+              keepdims: bool = False) -> Value:
+        o = outs[0]
+        x = L.operand(a, None, None)
+        if axis is None:
+            x = L.b.reshape_to(x, (x.type.size,))
+            axis = 0
+        r = L.b.emit(ir_name, x, axis=norm_axes(axis, x.ndim)[0])
+        return L.b.convert_to(L.b.reshape_to(r, o.shape), o.dtype)
+
+    return lower
+
+
+register("argmax", np.argmax, np.argmax)(_argreduce("argmax"))
+register("argmin", np.argmin, np.argmin)(_argreduce("argmin"))

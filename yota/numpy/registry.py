@@ -1,0 +1,128 @@
+"""The registry of the NumPy → IR table: one ``NumpyOp`` per supported NumPy function.
+
+Each family module (``ufuncs``, ``reductions``, ``shape``...) registers its entries with
+``@register(name, forward, *numpy_funcs)``: ``name`` is shown on the tape, ``forward``
+computes the example value while tracing, and the decorated function is the lowering
+``lower(L, outs, *args, **kwargs)`` that emits IR ops for one call (``L`` is the
+``yota.lowering.Lowering`` context, ``outs`` the result types NumPy produced).
+
+The tracer asks this module which entry a NumPy call or ufunc means (``lookup``,
+``resolve_ufunc``, ``resolve_function``); the lowering reads ``TABLE``. Nothing here
+knows about tracers.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from yota.ir.errors import UnsupportedError
+
+from ..userloc import where
+
+Lower = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class NumpyOp:
+    """One supported NumPy-level operation."""
+
+    name: str
+    forward: Callable[..., Any]
+    lower: Lower
+    signature: inspect.Signature  # the accepted arguments: the lowering's, less (L, outs)
+
+
+TABLE: dict[str, NumpyOp] = {}
+BY_FUNC: dict[Any, str] = {}  # NumPy callable (function or ufunc) → its TABLE name
+
+
+def register(name: str, forward: Callable[..., Any], *funcs: Any) -> Callable[[Lower], Lower]:
+    """Register ``lower(L, outs, *args, **kwargs)`` for NumPy ``funcs`` as tape name ``name``."""
+
+    def deco(lower: Lower) -> Lower:
+        sig = inspect.signature(lower)
+        params = list(sig.parameters.values())[2:]
+        TABLE[name] = NumpyOp(name, forward, lower, sig.replace(parameters=params))
+        for f in funcs:
+            BY_FUNC[f] = name
+        return lower
+
+    return deco
+
+
+_REFUSED_KWARGS = {
+    "out": "it would mutate an array; use the returned value",
+    "where": "masked reductions are not supported; use np.where(mask, x, 0) first",
+    "initial": "initial values are not supported; combine with the result instead",
+    "casting": "only NumPy's default casting is supported",
+    "order": "only C (row-major) order is supported",
+    "subok": "subclasses are not traced",
+    "signature": "ufunc loop signatures are not supported",
+}
+
+
+def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
+    """The entry ``name``, after checking that it accepts ``args`` and ``kwargs``."""
+    entry = TABLE[name]
+    try:
+        entry.signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise UnsupportedError(f"np.{name} at {where()}: {e} (Yota supports "
+                               f"np.{name}{entry.signature})") from None
+    for k, why in _REFUSED_KWARGS.items():
+        v = kwargs.get(k)
+        if v is not None and not (k == "where" and name == "where") and not (
+                k == "order" and v == "C"):
+            shown = repr(v) if isinstance(v, (str, int, float)) else "..."
+            raise UnsupportedError(f"np.{name}(..., {k}={shown}) at {where()} is not "
+                                   f"supported by Yota's tracer: {why}")
+    return entry
+
+
+_UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
+
+
+def resolve_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
+    """The entry a ufunc call means (``np.add.reduce`` is ``sum``), with its arguments."""
+    if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCE:
+        if len(inputs) == 1:
+            kwargs = {"axis": 0, **kwargs}  # ufunc.reduce reduces axis 0 by default
+        return _UFUNC_REDUCE[ufunc.__name__], inputs, kwargs
+    if method != "__call__":
+        raise UnsupportedError(f"np.{ufunc.__name__}.{method} at {where()} is not "
+                               "supported on traced arrays")
+    name = BY_FUNC.get(ufunc)
+    if name is None:
+        raise _unsupported(f"np.{ufunc.__name__}")
+    return name, inputs, kwargs
+
+
+def resolve_function(func: Callable[..., Any]) -> str:
+    """The entry a NumPy function (met through ``__array_function__``) means."""
+    name = BY_FUNC.get(func)
+    if name is None:
+        raise _unsupported(public_name(func))
+    return name
+
+
+def public_name(func: Callable[..., Any]) -> str:
+    """How users spell a NumPy function: ``np.sort``, ``np.linalg.inv``, ``np.fft.fft``."""
+    fname = getattr(func, "__name__", repr(func))
+    for sub in ("", "linalg", "fft", "random", "lib"):
+        mod = getattr(np, sub, None) if sub else np
+        if getattr(mod, fname, None) is func:
+            return f"np.{sub}.{fname}" if sub else f"np.{fname}"
+    return f"{getattr(func, '__module__', None) or 'numpy'}.{fname}"
+
+
+def _unsupported(what: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"{what} is not supported on traced arrays (at {where()}). Write it with supported "
+        f"NumPy functions, or declare it a @yota.primitive and give it a @yota.diffrule"
+    )

@@ -1,0 +1,89 @@
+"""Where in the user's code: the innermost frame outside Yota and NumPy.
+
+Tape entries record it as their provenance (``model.py:10``), and error messages quote
+it with its source line, so every message points at the user's own code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any
+
+import numpy as np
+
+from yota.ir.errors import UnsupportedError
+
+from .tape import Loc
+
+_YOTA_DIR = os.path.dirname(os.path.abspath(__file__))
+_IR_DIR = os.path.join(os.path.dirname(_YOTA_DIR), "ir")
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+_SKIP = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep, "<frozen ", "<__array")
+
+
+def user_loc(depth: int = 1) -> Loc | None:
+    """The innermost frame outside Yota and NumPy: the user's code."""
+    f = sys._getframe(depth)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_SKIP):
+            return Loc(fn, f.f_lineno, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def where() -> str:
+    """The user's ``file:line in func: source`` for error messages."""
+    loc = user_loc(2)
+    return loc.describe() if loc is not None else "an unknown place"
+
+
+def user_frame() -> Any:
+    """The innermost frame object outside Yota and NumPy (None if there is none)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_SKIP):
+        f = f.f_back
+    return f
+
+
+def binding_name(arr: Any) -> tuple[dict[str, Any] | None, str]:
+    """Where the user's frame binds the array: (globals dict or None, name).
+
+    A global binding is re-checked on every call, so rebinding the name retraces."""
+    f = user_frame()
+    if f is not None:
+        for k, v in f.f_locals.items():
+            if v is arr:
+                return None, k
+        for k, v in f.f_globals.items():
+            if v is arr:
+                return f.f_globals, k
+    return None, "unnamed array"
+
+
+def forbid_math(conv: str) -> None:
+    """Raise when the conversion comes from a ``math``/``cmath`` call on a traced value."""
+    frame = user_frame()
+    if frame is None:
+        return
+    loc = Loc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    for name in re.findall(r"([A-Za-z_][\w.]*)\s*\(", loc.source_line()):
+        obj = _resolve(name, frame)
+        if getattr(obj, "__module__", None) in ("math", "cmath") or (
+                getattr(obj, "__self__", None) is sys.modules.get("math")):
+            raise UnsupportedError(
+                f"Python's {name}() is applied to a traced value at {loc.describe()}: "
+                f"it would turn the value into a constant {conv}. Use the NumPy function "
+                f"(np.{name.split('.')[-1]}) instead"
+            )
+
+
+def _resolve(dotted: str, frame: Any) -> Any:
+    head, *rest = dotted.split(".")
+    scope = {**frame.f_builtins, **frame.f_globals, **frame.f_locals}
+    obj = scope.get(head)
+    for part in rest:
+        obj = getattr(obj, part, None)
+    return obj
