@@ -493,3 +493,48 @@ def test_primitive_with_a_branch_replays_the_traced_branch() -> None:
     cf = yota.compile(f, x, backend="interp")
     for arg in (x, -x, x):
         assert_tree_equal(cf(arg), f(arg))
+
+
+# -- the front end's layout ------------------------------------------------------------------
+def test_tracer_declares_its_whole_surface() -> None:
+    """Operators, array methods and properties are attributes of the class as declared,
+    not patched in by the NumPy table; each dispatches into the table's registry."""
+    from yota.numpy.registry import TABLE
+    from yota.tracer import Tracer
+
+    surface = ["__add__", "__radd__", "__matmul__", "__rmatmul__", "__truediv__", "__pow__",
+               "__divmod__", "__lt__", "__eq__", "__neg__", "__abs__", "__invert__",
+               "__getitem__", "__iadd__", "sum", "mean", "max", "argmax", "std", "reshape",
+               "transpose", "T", "mT", "flatten", "clip", "astype", "round", "dot"]
+    for name in surface:
+        attr = vars(Tracer)[name]
+        assert isinstance(attr, property) or attr.__module__ == "yota.tracer", name
+    for name in ("add", "matmul", "sum", "getitem", "reshape", "clip", "divmod"):
+        assert name in TABLE, name
+
+
+def test_to_ir_lowers_a_tape_once_per_name() -> None:
+    _, tape = yota.trace(lambda x: np.sum(np.tanh(x)), np.ones(3))
+    fn = yota.to_ir(tape)
+    assert yota.to_ir(tape) is fn
+    assert yota.to_ir(tape, "other").name == "other"
+    assert not hasattr(tape, "to_ir")  # a function of the lowering, not a method of the tape
+
+
+FRONT_END = ("yota.tracer", "yota.tracing", "yota.tape", "yota.lowering", "yota.primitives",
+             "yota.structs", "yota.program", "yota.userloc", "yota.numpy")
+
+
+def test_the_front_end_has_no_import_cycles() -> None:
+    """tools/import_cycles.py counts imports inside functions too."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(__file__), "..", "tools", "import_cycles.py")
+    r = subprocess.run([sys.executable, script, "--only", "yota"], capture_output=True,
+                       text=True, timeout=120)
+    cycles = [line for line in r.stdout.splitlines() if line.startswith("cycle of")]
+    for line in cycles:
+        members = line.split(": ", 1)[1].split(", ")
+        assert not [m for m in members if m.startswith(FRONT_END)], line
+    assert r.stdout.rstrip().endswith("cycle(s)"), r.stderr

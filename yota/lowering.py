@@ -70,7 +70,7 @@ class Lowering:
 
     def promote(self, *args: Any) -> np.dtype:
         """NEP 50 promotion: Python scalars and weak (Python float) values are weak."""
-        stand_ins = []
+        stand_ins: list[Any] = []
         for a in args:
             if isinstance(a, Var):
                 v = self.env[a]
@@ -146,8 +146,9 @@ def _inputs(tape: Tape, L: Lowering) -> None:
             if var.weak:
                 L.weak.add(v)
     for e in tape.captured:
-        v = L.b.input(e.outs[0].type, f"captured {e.extra[1]}")
-        L.env[e.outs[0]] = v
+        var = e.outs[0]
+        assert var.type is not None  # a captured array is typed when it is recorded
+        L.env[var] = L.b.input(var.type, f"captured {e.extra[1]}")
 
 
 def _argname(tape: Tape, argnum: int) -> str:
@@ -170,6 +171,7 @@ def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
         L.b.guard(L.env[e.args[0]], expected=e.extra["expected"], kind=e.extra["kind"])
         return
     outs = [v.type for v in e.outs]
+    res: Any
     try:
         if e.extra is not None:
             res = lower_primitive(L, e)
@@ -179,8 +181,8 @@ def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
         if e.loc is not None and str(e.loc) not in str(err):
             raise type(err)(f"{err} (at {e.loc.describe()})") from err
         raise
-    res = list(res) if isinstance(res, (list, tuple)) else [res]
-    for var, v in zip(e.outs, res, strict=True):
+    values = list(res) if isinstance(res, (list, tuple)) else [res]
+    for var, v in zip(e.outs, values, strict=True):
         if v.type != var.type:
             raise TraceError(f"internal error: '{e.fn}' at {e.loc} lowered to {v.type}, but "
                              f"NumPy computed {var.type}")

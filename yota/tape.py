@@ -87,7 +87,7 @@ class Tape:
         self.nvars = 0
         self.result: Any = None  # the output structure, with Vars for traced leaves
         self.arg_treedefs: list[Any] = []
-        self.leaf_vars: list[tuple[int, tuple[Any, ...], Var]] = []  # (arg, path, var)
+        self.leaf_vars: list[tuple[int, tuple[Any, ...], Var | None]] = []  # (arg, path, var)
         self.captured: list[Entry] = []
         self.argnames: list[str] = []
         self.bound_consts: list[tuple[Any, dict[str, Any], str]] = []  # (array, globals, name)

@@ -74,7 +74,8 @@ def tape_json(tape: Tape) -> dict[str, Any]:
     return {
         "schema": SCHEMA, "kind": "tape", "function": tape.fname, "loc": _json_loc(tape.loc),
         "argnames": list(tape.argnames),
-        "leaves": [{"var": v.id, "arg": a, "path": structs.format_path(p, tape.argnames[a])}
+        "leaves": [{"var": v.id if v is not None else None,  # None: a field f never read
+                    "arg": a, "path": structs.format_path(p, tape.argnames[a])}
                    for a, p, v in tape.leaf_vars],
         "entries": [entry_json(e) for e in tape.entries],
         "result": _json_static(tape.result), "text": str(tape),

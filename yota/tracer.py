@@ -47,7 +47,7 @@ class TraceContext:
     def __init__(self, tape: Tape) -> None:
         self.tape = tape
         self.struct_vars: dict[tuple[Any, ...], Var] = {}
-        self.arrays: dict[int, tuple[np.ndarray, Var]] = {}
+        self.arrays: dict[int, tuple[np.ndarray | np.generic, Var]] = {}
         self.leaves: list[Tracer] = []
         self.inputs: list[Any] = []
 

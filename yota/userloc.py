@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ _SKIP = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep, "<frozen ", 
 
 def user_loc(depth: int = 1) -> Loc | None:
     """The innermost frame outside Yota and NumPy: the user's code."""
-    f = sys._getframe(depth)
+    f: FrameType | None = sys._getframe(depth)
     while f is not None:
         fn = f.f_code.co_filename
         if not fn.startswith(_SKIP):
@@ -40,9 +41,9 @@ def where() -> str:
     return loc.describe() if loc is not None else "an unknown place"
 
 
-def user_frame() -> Any:
+def user_frame() -> FrameType | None:
     """The innermost frame object outside Yota and NumPy (None if there is none)."""
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_SKIP):
         f = f.f_back
     return f
@@ -80,7 +81,7 @@ def forbid_math(conv: str) -> None:
             )
 
 
-def _resolve(dotted: str, frame: Any) -> Any:
+def _resolve(dotted: str, frame: FrameType) -> Any:
     head, *rest = dotted.split(".")
     scope = {**frame.f_builtins, **frame.f_globals, **frame.f_locals}
     obj = scope.get(head)
