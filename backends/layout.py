@@ -100,6 +100,7 @@ class LayoutBuilder:
         for k, v in enumerate(self.fn.inputs):
             lay.loc[v] = lay.contiguous(lay.add_storage("in", k, v.type.nbytes), v)
         self.buf_storage = self._buffer_storages()
+        self.storage_buf = {s: b for b, s in self.buf_storage.items()}
         for i, op in enumerate(self.fn.ops):
             self.place(i, op)
             self.operand_copies(i, op)
@@ -178,9 +179,7 @@ class LayoutBuilder:
 
     # -- what targets decide ----------------------------------------------------------------
     def view_loc(self, op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
-        """The location of shape op ``op``'s result as a view of ``loc`` (the operand's,
-        of ``shape``), or None where strides cannot express it."""
-        return strided_view(op, loc, shape)
+        return view_loc(op, loc, shape)
 
     def view(self, i: int, op: Op, r: Value) -> Loc | None:
         """The location of shape op ``op``'s result ``r`` as a view, or None to copy it."""
@@ -194,6 +193,67 @@ class LayoutBuilder:
 
 
 # -- view arithmetic ------------------------------------------------------------------------
+def view_loc(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
+    """The location of shape op ``op``'s result as a view of ``loc``, or None."""
+    if op.name != "reshape":
+        return strided_view(op, loc, shape)
+    st = reshape_strides(shape, loc.strides, op.attrs["shape"])
+    return None if st is None else Loc(loc.storage, loc.offset, st)
+
+
+def reshape_strides(old: tuple[int, ...], strides: tuple[int, ...],
+                    new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides that view ``old``-shaped memory as ``new`` without copying, or None."""
+    if int(np.prod(old, dtype=np.int64)) == 0:
+        return contiguous_strides(new)
+    od = [(d, s) for d, s in zip(old, strides, strict=True) if d != 1]
+    out: list[int] = []
+    i = 0
+    j = 0
+    nd = list(new)
+    while j < len(nd):
+        if nd[j] == 1:
+            out.append(0)
+            j += 1
+            continue
+        # take old dims until the products match
+        if i >= len(od):
+            return None
+        po, pn = od[i][0], nd[j]
+        oi, nj = [i], [j]
+        while po != pn:
+            if po < pn:
+                i += 1
+                if i >= len(od):
+                    return None
+                po *= od[i][0]
+                oi.append(i)
+            else:
+                j += 1
+                while j < len(nd) and nd[j] == 1:
+                    j += 1
+                if j >= len(nd):
+                    return None
+                pn *= nd[j]
+                nj.append(j)
+        for a, b in zip(oi, oi[1:], strict=False):
+            if od[a][1] != od[b][1] * od[b][0]:
+                return None
+        st = od[oi[-1]][1]
+        group = list(range(nj[0], nj[-1] + 1))
+        gs = {}
+        for g in reversed(group):
+            gs[g] = st if nd[g] != 1 else 0
+            if nd[g] != 1:
+                st *= nd[g]
+        out.extend(gs[g] for g in group)
+        i += 1
+        j = nj[-1] + 1
+    if i != len(od):
+        return None
+    return tuple(out)
+
+
 def strided_view(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
     """The location of a ``transpose``, ``broadcast``, ``slice`` or ``flip`` of the
     ``shape``-shaped value at ``loc``, as a view; None for any other op."""

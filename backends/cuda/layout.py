@@ -1,7 +1,7 @@
 """Where every value lives on the device: ``backends.layout`` with this target's rules.
 
-A result the plan put in its operand's buffer is a view whenever strides express it
-(a ``reshape`` only of contiguous memory or of a splat); so is any such shape op of an
+A result the plan put in its operand's buffer is a view whenever strides express it; so
+is any such shape op of an
 input or a constant (nothing writes those during a call), whatever buffer the plan gave
 it. The plan keeps a buffer alive while views of it are read, and kernels run in order
 on one stream, so following it is safe.
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from yota.ir.core import Function, Op, Value
 
-from ..kernel import contiguous_strides
-from ..layout import Layout, LayoutBuilder, Loc, is_contiguous, memory_plan, strided_view
+from ..layout import Layout, LayoutBuilder, Loc, memory_plan
 
 ALIGN = 256  # bytes: cudaMalloc's alignment, and more than any vector access needs
 STATUS_BYTES = 256  # the failure status words at the start of the workspace
@@ -32,9 +31,6 @@ class _Builder(LayoutBuilder):
         src = op.operands[0]
         return self.view_loc(op, self.lay.loc[src], src.shape)
 
-    def view_loc(self, op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
-        return view_loc(op, loc, shape)
-
     def _read_only(self, op: Op, r: Value) -> bool:
         """A shape op of an input or a constant (never written during a call) can be a
         view whenever strides express it, whatever buffer the plan gave it (a reshape of
@@ -42,15 +38,3 @@ class _Builder(LayoutBuilder):
         st = self.lay.loc[op.operands[0]].storage
         return (r not in self.fn.outputs and st >= 0
                 and self.lay.storages[st].kind in ("in", "const"))
-
-
-def view_loc(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:
-    """The location of shape op ``op``'s result as a view of ``loc``, or None."""
-    if op.name != "reshape":
-        return strided_view(op, loc, shape)
-    new = op.attrs["shape"]
-    if not any(loc.strides):  # a splat (or a single element): zero strides in any shape
-        return Loc(loc.storage, loc.offset, (0,) * len(new))
-    if is_contiguous(loc, shape):
-        return Loc(loc.storage, loc.offset, contiguous_strides(new))
-    return None
