@@ -10,10 +10,10 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
-from .registry import register
+from .registry import LoweringContext, register
 
 
-def matmul_values(L: Any, a: Value, b: Value, out: TensorType) -> Value:
+def matmul_values(L: LoweringContext, a: Value, b: Value, out: TensorType) -> Value:
     """NumPy matmul semantics: 1-D operands promoted, batch dimensions broadcast."""
     bld = L.b
     a, b = bld.convert_to(a, out.dtype), bld.convert_to(b, out.dtype)
@@ -26,12 +26,12 @@ def matmul_values(L: Any, a: Value, b: Value, out: TensorType) -> Value:
 
 
 @register("matmul", np.matmul, np.matmul)
-def _matmul(L: Any, outs: list[TensorType], x1: Any, x2: Any) -> Value:
+def _matmul(L: LoweringContext, outs: list[TensorType], x1: Any, x2: Any) -> Value:
     return matmul_values(L, L.operand(x1, None, None), L.operand(x2, None, None), outs[0])
 
 
 @register("dot", np.dot, np.dot)
-def _dot(L: Any, outs: list[TensorType], a: Any, b: Any, out: Any = None) -> Value:
+def _dot(L: LoweringContext, outs: list[TensorType], a: Any, b: Any, out: Any = None) -> Value:
     o = outs[0]
     x, y = L.operand(a, o.dtype, None), L.operand(b, o.dtype, None)
     if x.ndim == 0 or y.ndim == 0:
@@ -43,7 +43,7 @@ def _dot(L: Any, outs: list[TensorType], a: Any, b: Any, out: Any = None) -> Val
 
 
 @register("inner", np.inner, np.inner)
-def _inner(L: Any, outs: list[TensorType], a: Any, b: Any) -> Value:
+def _inner(L: LoweringContext, outs: list[TensorType], a: Any, b: Any) -> Value:
     o = outs[0]
     x, y = L.operand(a, o.dtype, None), L.operand(b, o.dtype, None)
     if x.ndim == 0 or y.ndim == 0:
@@ -55,7 +55,7 @@ def _inner(L: Any, outs: list[TensorType], a: Any, b: Any) -> Value:
 
 
 @register("outer", np.outer, np.outer)
-def _outer(L: Any, outs: list[TensorType], a: Any, b: Any, out: Any = None) -> Value:
+def _outer(L: LoweringContext, outs: list[TensorType], a: Any, b: Any, out: Any = None) -> Value:
     o = outs[0]
     x, y = L.operand(a, o.dtype, None), L.operand(b, o.dtype, None)
     x = L.b.broadcast_to(L.b.reshape_to(x, (x.type.size, 1)), o.shape)

@@ -10,11 +10,11 @@ import numpy as np
 from yota.ir.core import Value
 from yota.ir.types import TensorType
 
-from .registry import Lower, register
+from .registry import Lower, LoweringContext, register
 
 
 def _fill(value: float | None) -> Lower:
-    def lower(L: Any, outs: list[TensorType], a: Any, fill_value: Any = None, dtype: Any = None,
+    def lower(L: LoweringContext, outs: list[TensorType], a: Any, fill_value: Any = None, dtype: Any = None,
               order: Any = None, subok: Any = None, shape: Any = None) -> Value:
         o = outs[0]
         v = value if value is not None else fill_value

@@ -11,16 +11,16 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
-from .registry import register
+from .registry import LoweringContext, register
 
 
 @register("copy", np.copy, np.copy)
-def _copy(L: Any, outs: list[TensorType], a: Any, order: Any = None, subok: Any = None) -> Value:
+def _copy(L: LoweringContext, outs: list[TensorType], a: Any, order: Any = None, subok: Any = None) -> Value:
     return L.operand(a, outs[0].dtype, outs[0].shape)
 
 
 @register("round", np.round, np.round, np.around)
-def _round(L: Any, outs: list[TensorType], a: Any, decimals: int = 0, out: Any = None) -> Value:
+def _round(L: LoweringContext, outs: list[TensorType], a: Any, decimals: int = 0, out: Any = None) -> Value:
     o = outs[0]
     x = L.operand(a, o.dtype, o.shape)
     if o.dtype.kind != "f":
@@ -32,7 +32,7 @@ def _round(L: Any, outs: list[TensorType], a: Any, decimals: int = 0, out: Any =
 
 
 @register("where", np.where, np.where)
-def _where(L: Any, outs: list[TensorType], condition: Any, x: Any = None, y: Any = None) -> Value:
+def _where(L: LoweringContext, outs: list[TensorType], condition: Any, x: Any = None, y: Any = None) -> Value:
     if x is None or y is None:
         raise UnsupportedError("np.where(condition) with one argument has a data-dependent "
                                "shape; use np.where(condition, x, y)")
@@ -45,7 +45,7 @@ def _where(L: Any, outs: list[TensorType], condition: Any, x: Any = None, y: Any
 
 
 @register("clip", np.clip, np.clip)
-def _clip(L: Any, outs: list[TensorType], a: Any, a_min: Any = None, a_max: Any = None,
+def _clip(L: LoweringContext, outs: list[TensorType], a: Any, a_min: Any = None, a_max: Any = None,
           out: Any = None, **kw: Any) -> Value:
     o = outs[0]
     x = L.operand(a, o.dtype, o.shape)
@@ -59,5 +59,5 @@ def _clip(L: Any, outs: list[TensorType], a: Any, a_min: Any = None, a_max: Any 
 
 
 @register("astype", lambda x, dtype, copy=True: np.asarray(x).astype(dtype))
-def _astype(L: Any, outs: list[TensorType], x: Any, dtype: Any, copy: bool = True) -> Value:
+def _astype(L: LoweringContext, outs: list[TensorType], x: Any, dtype: Any, copy: bool = True) -> Value:
     return L.operand(x, outs[0].dtype, None)

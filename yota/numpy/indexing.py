@@ -17,19 +17,19 @@ from yota.ir.errors import UnsupportedError
 from yota.ir.types import I64, TensorType
 
 from ..tape import Var
-from .registry import register
+from .registry import LoweringContext, register
 
 
 @register("getitem", lambda x, key: x[key])
-def _getitem(L: Any, outs: list[TensorType], x: Any, key: Any) -> Value:
+def _getitem(L: LoweringContext, outs: list[TensorType], x: Any, key: Any) -> Value:
     return lower_getitem(L, L.operand(x, None, None), key, outs[0])
 
 
-def _is_array_index(k: Any, L: Any) -> bool:
+def _is_array_index(k: Any, L: LoweringContext) -> bool:
     return isinstance(k, (Var, list, np.ndarray)) or L.is_traced(k)
 
 
-def _expand(key: Any, ndim: int, L: Any) -> list[Any]:
+def _expand(key: Any, ndim: int, L: LoweringContext) -> list[Any]:
     key = list(key) if isinstance(key, tuple) else [key]
     for k in key:
         kt = L.type_of(k)
@@ -68,7 +68,7 @@ def _bounds(k: Any, ax: int, size: int, advanced: bool) -> tuple[int, int, int, 
     return 0, size, 1, False
 
 
-def lower_getitem(L: Any, x: Value, key: Any, out: TensorType) -> Value:
+def lower_getitem(L: LoweringContext, x: Value, key: Any, out: TensorType) -> Value:
     """``x[key]`` with NumPy's semantics, reshaped to the result type ``out``."""
     key = _expand(key, x.ndim, L)
     dims = [k for k in key if k is not None]
@@ -88,7 +88,7 @@ def lower_getitem(L: Any, x: Value, key: Any, out: TensorType) -> Value:
     return b.reshape_to(x, out.shape)
 
 
-def _gather(L: Any, x: Value, key: list[Any]) -> Value:
+def _gather(L: LoweringContext, x: Value, key: list[Any]) -> Value:
     b = L.b
     dims = [k for k in key if k is not None]
     adv = [ax for ax, k in enumerate(dims) if not isinstance(k, slice)]

@@ -9,11 +9,11 @@ import numpy as np
 from yota.ir.core import Value
 from yota.ir.types import TensorType
 
-from .registry import register
+from .registry import LoweringContext, register
 
 
 @register("concatenate", np.concatenate, np.concatenate)
-def _concatenate(L: Any, outs: list[TensorType], arrays: Any, axis: Any = 0, out: Any = None,
+def _concatenate(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: Any = 0, out: Any = None,
                  dtype: Any = None, casting: Any = None) -> Value:
     o = outs[0]
     xs = [L.operand(a, o.dtype, None) for a in arrays]
@@ -27,7 +27,7 @@ def _concatenate(L: Any, outs: list[TensorType], arrays: Any, axis: Any = 0, out
 
 
 @register("stack", np.stack, np.stack)
-def _stack(L: Any, outs: list[TensorType], arrays: Any, axis: int = 0, out: Any = None,
+def _stack(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: int = 0, out: Any = None,
            dtype: Any = None, casting: Any = None) -> Value:
     o = outs[0]
     ax = axis % o.ndim
@@ -41,7 +41,7 @@ def _split_forward(ary: Any, indices_or_sections: Any, axis: int = 0) -> Any:
 
 
 @register("split", _split_forward, np.split)
-def _split(L: Any, outs: list[TensorType], ary: Any, indices_or_sections: Any,
+def _split(L: LoweringContext, outs: list[TensorType], ary: Any, indices_or_sections: Any,
            axis: int = 0) -> list[Value]:
     x = L.operand(ary, None, None)
     ax = axis % x.ndim
@@ -53,7 +53,7 @@ def _split(L: Any, outs: list[TensorType], ary: Any, indices_or_sections: Any,
     return res
 
 
-def slice_axis(L: Any, x: Value, ax: int, start: int, stop: int) -> Value:
+def slice_axis(L: LoweringContext, x: Value, ax: int, start: int, stop: int) -> Value:
     """``x[..., start:stop, ...]`` along axis ``ax`` (``x`` itself when that is all of it)."""
     if start == 0 and stop == x.shape[ax]:
         return x

@@ -11,17 +11,17 @@ from yota.ir.core import Value
 from yota.ir.types import TensorType
 
 from .axes import norm_axes
-from .registry import Lower, register
+from .registry import Lower, LoweringContext, register
 
 
-def _reduce(L: Any, ir_name: str, x: Value, axes: tuple[int, ...], keepdims: bool,
+def _reduce(L: LoweringContext, ir_name: str, x: Value, axes: tuple[int, ...], keepdims: bool,
             out: TensorType) -> Value:
     r = L.b.emit(ir_name, x, axes=axes)
     return L.b.reshape_to(r, out.shape) if keepdims else r
 
 
 def _reduction(ir_name: str) -> Lower:
-    def lower(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
+    def lower(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
               out: Any = None, keepdims: bool = False, initial: Any = None,
               where: Any = None) -> Value:
         o = outs[0]
@@ -38,7 +38,7 @@ register("min", np.min, np.min, np.amin)(_reduction("min"))
 
 
 @register("mean", np.mean, np.mean)
-def _mean(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
+def _mean(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
           out: Any = None, keepdims: bool = False, where: Any = None) -> Value:
     o = outs[0]
     x = L.operand(a, o.dtype, None)
@@ -49,7 +49,7 @@ def _mean(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any =
 
 
 def _moment(sqrt: bool) -> Lower:
-    def lower(L: Any, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
+    def lower(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None, dtype: Any = None,
               out: Any = None, ddof: int = 0, keepdims: bool = False, where: Any = None,
               mean: Any = None, correction: Any = None) -> Value:
         o = outs[0]
@@ -73,7 +73,7 @@ register("std", np.std, np.std)(_moment(True))
 
 
 def _argreduce(ir_name: str) -> Lower:
-    def lower(L: Any, outs: list[TensorType], a: Any, axis: Any = None, out: Any = None,
+    def lower(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None, out: Any = None,
               keepdims: bool = False) -> Value:
         o = outs[0]
         x = L.operand(a, None, None)

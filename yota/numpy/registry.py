@@ -3,8 +3,8 @@
 Each family module (``ufuncs``, ``reductions``, ``shape``...) registers its entries with
 ``@register(name, forward, *numpy_funcs)``: ``name`` is shown on the tape, ``forward``
 computes the example value while tracing, and the decorated function is the lowering
-``lower(L, outs, *args, **kwargs)`` that emits IR ops for one call (``L`` is the
-``yota.lowering.Lowering`` context, ``outs`` the result types NumPy produced).
+``lower(L, outs, *args, **kwargs)`` that emits IR ops for one call (``L`` is a
+``LoweringContext``, ``outs`` the result types NumPy produced).
 
 The tracer asks this module which entry a NumPy call or ufunc means (``lookup``,
 ``resolve_ufunc``, ``resolve_function``); the lowering reads ``TABLE``. Nothing here
@@ -16,15 +16,41 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from yota.ir.core import Builder, Value
 from yota.ir.errors import UnsupportedError
+from yota.ir.types import TensorType
 
 from ..userloc import where
 
 Lower = Callable[..., Any]
+
+
+class LoweringContext(Protocol):
+    """What a lowering sees (``yota.lowering.Lowering`` implements it): the IR builder and
+    the tape's arguments as IR values."""
+
+    b: Builder
+
+    def operand(self, a: Any, dtype: Any, shape: tuple[int, ...] | None) -> Value:
+        """Argument ``a`` (a tape variable, or a Python scalar or list made a constant) as
+        an IR value, converted to ``dtype`` and broadcast to ``shape`` when given."""
+        ...
+
+    def promote(self, *args: Any) -> np.dtype:
+        """The dtype NumPy promotes ``args`` to (NEP 50: Python scalars are weak)."""
+        ...
+
+    def is_traced(self, a: Any) -> bool:
+        """Whether argument ``a`` is a traced value (not a static Python value)."""
+        ...
+
+    def type_of(self, a: Any) -> TensorType | None:
+        """The array type of argument ``a``, or None when it is not an array."""
+        ...
 
 
 @dataclass(frozen=True)

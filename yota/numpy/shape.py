@@ -12,15 +12,15 @@ from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
 from .axes import int_tuple
-from .registry import register
+from .registry import LoweringContext, register
 
 
-def _reshaping(L: Any, outs: list[TensorType], a: Any, *args: Any, **kw: Any) -> Value:
+def _reshaping(L: LoweringContext, outs: list[TensorType], a: Any, *args: Any, **kw: Any) -> Value:
     return L.b.reshape_to(L.operand(a, outs[0].dtype, None), outs[0].shape)
 
 
 @register("reshape", np.reshape, np.reshape)
-def _reshape(L: Any, outs: list[TensorType], a: Any, shape: Any = None, order: str = "C",
+def _reshape(L: LoweringContext, outs: list[TensorType], a: Any, shape: Any = None, order: str = "C",
              newshape: Any = None, copy: Any = None) -> Value:
     if order != "C":
         raise UnsupportedError("reshape with order other than 'C' is not supported")
@@ -38,19 +38,19 @@ register("atleast_2d", np.atleast_2d, np.atleast_2d)(lambda L, outs, a: _reshapi
 
 
 @register("broadcast_to", np.broadcast_to, np.broadcast_to)
-def _broadcast_to(L: Any, outs: list[TensorType], array: Any, shape: Any,
+def _broadcast_to(L: LoweringContext, outs: list[TensorType], array: Any, shape: Any,
                   subok: bool = False) -> Value:
     return L.b.broadcast_to(L.operand(array, outs[0].dtype, None), outs[0].shape)
 
 
-def _perm_lower(L: Any, x: Value, perm: tuple[int, ...]) -> Value:
+def _perm_lower(L: LoweringContext, x: Value, perm: tuple[int, ...]) -> Value:
     if tuple(perm) == tuple(range(x.ndim)):
         return x
     return L.b.transpose(x, perm=tuple(perm))
 
 
 @register("transpose", np.transpose, np.transpose)
-def _transpose(L: Any, outs: list[TensorType], a: Any, axes: Any = None) -> Value:
+def _transpose(L: LoweringContext, outs: list[TensorType], a: Any, axes: Any = None) -> Value:
     x = L.operand(a, None, None)
     if axes is None or axes == ():
         perm = tuple(range(x.ndim))[::-1]
@@ -60,7 +60,7 @@ def _transpose(L: Any, outs: list[TensorType], a: Any, axes: Any = None) -> Valu
 
 
 @register("swapaxes", np.swapaxes, np.swapaxes)
-def _swapaxes(L: Any, outs: list[TensorType], a: Any, axis1: int, axis2: int) -> Value:
+def _swapaxes(L: LoweringContext, outs: list[TensorType], a: Any, axis1: int, axis2: int) -> Value:
     x = L.operand(a, None, None)
     perm = list(range(x.ndim))
     i, j = axis1 % x.ndim, axis2 % x.ndim
@@ -69,7 +69,7 @@ def _swapaxes(L: Any, outs: list[TensorType], a: Any, axis1: int, axis2: int) ->
 
 
 @register("moveaxis", np.moveaxis, np.moveaxis)
-def _moveaxis(L: Any, outs: list[TensorType], a: Any, source: Any, destination: Any) -> Value:
+def _moveaxis(L: LoweringContext, outs: list[TensorType], a: Any, source: Any, destination: Any) -> Value:
     x = L.operand(a, None, None)
     src = [s % x.ndim for s in int_tuple(source)]
     dst = [d % x.ndim for d in int_tuple(destination)]

@@ -16,7 +16,7 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
-from .registry import Lower, register
+from .registry import Lower, LoweringContext, register
 
 _IDENTITY_ON = {"floor": "biu", "ceil": "biu", "abs": "b"}
 _UNARY = {
@@ -40,14 +40,14 @@ _COMPARE = {"less": "lt", "less_equal": "le", "greater": "gt", "greater_equal": 
 def elementwise(ir_name: str, nargs: int, compare: bool = False) -> Lower:
     """The lowering of a unary or binary ufunc that is one IR op."""
 
-    def lower1(L: Any, outs: list[TensorType], x: Any, **kw: Any) -> Value:
+    def lower1(L: LoweringContext, outs: list[TensorType], x: Any, **kw: Any) -> Value:
         out = outs[0]
         v = L.operand(x, out.dtype, out.shape)
         if out.dtype.kind in _IDENTITY_ON.get(ir_name, ""):
             return v  # NumPy keeps integers under floor/ceil, bools under abs
         return L.b.emit(ir_name, v)
 
-    def lower2(L: Any, outs: list[TensorType], x: Any, y: Any, **kw: Any) -> Value:
+    def lower2(L: LoweringContext, outs: list[TensorType], x: Any, y: Any, **kw: Any) -> Value:
         out = outs[0]
         dt = L.promote(x, y) if compare else out.dtype
         return L.b.emit(ir_name, L.operand(x, dt, out.shape), L.operand(y, dt, out.shape))
@@ -71,7 +71,7 @@ for _np_name, _ir in _COMPARE.items():
 def _predicate(ir_name: str) -> Lower:
     """isnan/isinf/isfinite: a float operand kept in its own dtype, a bool result."""
 
-    def lower(L: Any, outs: list[TensorType], x: Any, **kw: Any) -> Value:
+    def lower(L: LoweringContext, outs: list[TensorType], x: Any, **kw: Any) -> Value:
         v = L.operand(x, None, outs[0].shape)
         return L.b.emit(ir_name, v if v.dtype.kind == "f" else L.b.convert_to(v, np.float64))
 
@@ -85,7 +85,7 @@ for _np_name in ("isnan", "isinf", "isfinite"):
 def _bool_only(ir_name: str, nargs: int) -> Lower:
     base = elementwise(ir_name, nargs)
 
-    def lower(L: Any, outs: list[TensorType], *args: Any, **kw: Any) -> Value:
+    def lower(L: LoweringContext, outs: list[TensorType], *args: Any, **kw: Any) -> Value:
         if outs[0].dtype.kind != "b":
             raise UnsupportedError("bitwise operations on integer arrays are not supported "
                                    "(only on bool masks)")
@@ -101,19 +101,19 @@ register("invert", np.invert, np.invert)(_bool_only("not", 1))
 
 
 @register("positive", np.positive, np.positive)
-def _positive(L: Any, outs: list[TensorType], x: Any) -> Value:
+def _positive(L: LoweringContext, outs: list[TensorType], x: Any) -> Value:
     return L.operand(x, outs[0].dtype, outs[0].shape)
 
 
 @register("log10", np.log10, np.log10)
-def _log10(L: Any, outs: list[TensorType], x: Any) -> Value:
+def _log10(L: LoweringContext, outs: list[TensorType], x: Any) -> Value:
     out = outs[0]
     ln10 = L.b.const(np.log(10.0), out.dtype, out.shape)
     return L.b.div(L.b.log(L.operand(x, out.dtype, out.shape)), ln10)
 
 
 @register("power", np.power, np.power)
-def _power(L: Any, outs: list[TensorType], x: Any, y: Any) -> Value:
+def _power(L: LoweringContext, outs: list[TensorType], x: Any, y: Any) -> Value:
     out = outs[0]
     base = L.operand(x, out.dtype, out.shape)
     if isinstance(y, (int, float)) and not isinstance(y, bool) and y == 2:
@@ -126,7 +126,7 @@ def _divmod_forward(x: Any, y: Any) -> tuple[Any, Any]:
 
 
 @register("divmod", _divmod_forward, np.divmod)
-def _divmod(L: Any, outs: list[TensorType], x: Any, y: Any) -> list[Value]:
+def _divmod(L: LoweringContext, outs: list[TensorType], x: Any, y: Any) -> list[Value]:
     o = outs[0]
     a, b = L.operand(x, o.dtype, o.shape), L.operand(y, o.dtype, o.shape)
     return [L.b.floordiv(a, b), L.b.mod(a, b)]
