@@ -91,11 +91,11 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
     calling convention, as (name, path): the front end that builds the IR (``yota/``), the
     IR package (ops, rules, passes), the backend-neutral modules of ``yota.backends`` and
     the backend's own package. Other backends' packages are left out."""
-    import yota
     from yota import backends as backends_pkg
     from yota import ir as ir_pkg
 
-    groups = {"yota": Path(yota.__file__).parent, "ir": Path(ir_pkg.__file__).parent,
+    yota_dir = Path(__file__).parent.parent  # yota/cache/key.py: the yota package (no import)
+    groups = {"yota": yota_dir, "ir": Path(ir_pkg.__file__).parent,
               "backends": Path(backends_pkg.__file__).parent}
     own = Path(backend_module.__file__).parent
     roots = {d.resolve() for d in groups.values()}
