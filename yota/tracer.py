@@ -33,7 +33,7 @@ from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.types import DTYPE_NAMES, TensorType
 
 from . import structs
-from .numpy import registry
+from .numpy import registry  # importing yota.numpy registers every family
 from .tape import Entry, Loc, Tape, Var
 from .userloc import binding_name, forbid_math, user_loc, where
 
