@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from yota.ir.errors import YotaError
+
+A = TypeVar("A", bound="Artifact")
 
 
 @dataclass
@@ -29,7 +31,7 @@ class Artifact:
         return self.MAGIC + struct.pack("<Q", len(head)) + head + self.object_code
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Artifact:
+    def from_bytes(cls: type[A], data: bytes) -> A:
         if data[:8] != cls.MAGIC:
             raise YotaError(f"not a {cls.KIND} artifact (bad magic)")
         (n,) = struct.unpack("<Q", data[8:16])

@@ -150,15 +150,14 @@ class _Lib:
     def __init__(self, path: str) -> None:
         self.lib = ctypes.CDLL(path)
         self.launch = self.lib.yemu_launch
-        self.launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)] \
-            + [ctypes.c_uint] * 4
+        self.launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
+                                *[ctypes.c_uint] * 4]
         self.addr: dict[str, int] = {}
 
     def function(self, name: str) -> int:
-        a = self.addr.get(name)
-        if a is None:
-            a = self.addr[name] = ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value
-        return a  # type: ignore[return-value]
+        if name not in self.addr:
+            self.addr[name] = ctypes.cast(getattr(self.lib, name), ctypes.c_void_p).value or 0
+        return self.addr[name]
 
 
 class EmuDevice:
@@ -241,7 +240,7 @@ class EmuDevice:
         span = max(1, np.dtype(dtype).itemsize + sum((d - 1) * s for d, s in
                                                       zip(shape, strides, strict=True) if d))
         buf = (ctypes.c_char * span).from_address(addr)
-        return np.ndarray(shape, dtype, buffer=buf, strides=strides)
+        return np.ndarray(shape, dtype, buffer=memoryview(buf), strides=strides)
 
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)

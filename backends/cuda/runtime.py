@@ -21,18 +21,15 @@ from typing import Any
 
 import numpy as np
 from yota.ir.errors import GuardFailed, SignatureError, YotaError
+
+# the interpreter's own wording, so every backend fails with the same message
+from yota.ir.interpreter import _guard_message
 from yota.ir.types import TensorType
 
 from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset
 from .kernel import Config
 from .lower import Module
 from .nvrtc import CudaUnavailable, compile_cubin, nvrtc_version
-
-try:  # the interpreter's own wording, so every backend fails with the same message
-    from yota.ir.interpreter import _guard_message
-except ImportError:  # pragma: no cover
-    def _guard_message(attrs: dict[str, Any], value: Any, loc: str | None) -> str:
-        return f"guard failed at {loc}: expected {attrs['expected']!r}, got {value!r}"
 
 
 class IndexOutOfRange(YotaError, IndexError):
@@ -242,6 +239,7 @@ class CudaExecutable:
                 prog.append((Gemm, *((slot(v.ref), v.shape, v.strides, v.dtype)
                                      for v in (step.a, step.b, step.out))))
             else:
+                assert isinstance(step, Call)
                 prog.append((Call, self.module.plans[step.callee], tuple(map(slot, step.ins)),
                              tuple(map(slot, step.outs)), slot(step.ws)))
         self._programs[plan.name] = prog

@@ -143,12 +143,12 @@ def guard_condition(dt: np.dtype, kind: str, expected: object) -> str:
     if kind == "int":
         e = int(expected)  # type: ignore[call-overload]
         if k == "f":
-            return f"(trunc((double)x) == {literal(float(e), np.float64)})"
-        return f"((long long)x == {literal(e, np.int64)})"
+            return f"(trunc((double)x) == {literal(float(e), np.dtype(np.float64))})"
+        return f"((long long)x == {literal(e, np.dtype(np.int64))})"
     e = float(expected)  # type: ignore[arg-type]
     if e != e:
         return "(x != x)"
-    return f"((double)x == {literal(e, np.float64)})"
+    return f"((double)x == {literal(e, np.dtype(np.float64))})"
 
 
 def render_guard(cfg: Config, *, dt: np.dtype, off: int, kind: str, expected: object,

@@ -8,6 +8,7 @@ reloaded from disk in another process run exactly the same code.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -62,7 +63,7 @@ def load_object(obj: bytes, target: Target, symbols: list[str]) -> Loaded:
     return Loaded(engine, addrs)
 
 
-def cfunc(addr: int, nargs: int) -> ctypes._CFuncPtr:
+def cfunc(addr: int, nargs: int) -> Callable[..., int]:
     """A ctypes function ``int32 f(void*, ...)`` (ctypes releases the GIL around it)."""
     proto = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nargs))
     return proto(addr)

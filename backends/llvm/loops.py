@@ -57,8 +57,10 @@ def nest(b: ir.IRBuilder, shape: Sequence[int],
         if shape[k] == 1:
             level(k + 1, idx + [i64(0)])
             return
-        loop(b, 0, shape[k], 1, [], lambda i, _: (level(k + 1, idx + [i]), [])[1],
-             name=f"{name}{k}")
+        def step(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+            level(k + 1, idx + [i])
+            return []
+        loop(b, 0, shape[k], 1, [], step, name=f"{name}{k}")
     if all(s > 0 for s in shape):
         level(0, [])
 

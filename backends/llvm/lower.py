@@ -254,7 +254,8 @@ class FnGen(FnLowering):
         step = -(-step // align) * align
         nchunks = -(-d0 // step)
         private = k.reduce[0] and bool(k.reductions)
-        k2, slots = k, [[] for _ in range(threads)]
+        k2 = k
+        slots: list[list[ir.Value]] = [[] for _ in range(threads)]
         if private:  # each reduction's output becomes a new parameter
             n = k.nparams
             k2 = replace(k, reductions=[(kind, vid, replace(acc, param=n + j)) for j, (kind, vid, acc)

@@ -18,18 +18,15 @@ from typing import Any
 
 import numpy as np
 from yota.ir.errors import GuardFailed, SignatureError, YotaError
+
+# the interpreter's own wording, so every backend fails with the same message
+from yota.ir.interpreter import _guard_message
 from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
 from .jit import Loaded, cfunc
 from .module import ENTRY, ENTRY_OBJ
 from .target import ARRAY_ABI, Target
-
-try:  # the interpreter's own wording, so both backends fail with the same message
-    from yota.ir.interpreter import _guard_message
-except ImportError:  # pragma: no cover
-    def _guard_message(attrs: dict[str, Any], value: Any, loc: str | None) -> str:
-        return f"guard failed at {loc}: expected {attrs['expected']!r}, got {value!r}"
 
 WS_ALIGN = 64
 
@@ -45,7 +42,7 @@ def _array_abi_ok() -> bool:
             nd = ctypes.c_int.from_address(base + ARRAY_ABI["nd"]).value
             dims = ctypes.c_void_p.from_address(base + ARRAY_ABI["dims"]).value
             flags = ctypes.c_int.from_address(base + ARRAY_ABI["flags"]).value
-            shape = tuple((ctypes.c_int64 * nd).from_address(dims)) if nd else ()
+            shape = tuple((ctypes.c_int64 * nd).from_address(dims or 0)) if nd else ()
             ok = bool(flags & 1) == a.flags.c_contiguous and bool(flags & 0x100)
             if data != a.ctypes.data or shape != a.shape or not ok:
                 return False

@@ -126,11 +126,13 @@ def _blas() -> dict[str, int] | None:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        found = {}
+        found: dict[str, int] = {}
         for ours, names in BLAS_SYMBOLS.items():
             for n in names:
-                if hasattr(lib, n):
-                    found[ours] = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                addr = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value \
+                    if hasattr(lib, n) else None
+                if addr:
+                    found[ours] = addr
                     break
         if len(found) == len(BLAS_SYMBOLS):
             return found

@@ -248,6 +248,7 @@ def _arith(fop: str, iop: str, bop: str | None) -> Emitter:
     def emit(c: VCtx, xs: Xs, dts: Dts, out: np.dtype, attrs: Attrs) -> ir.Value:
         k = _kind(out)
         name = fop if k == "f" else bop if k == "b" else iop
+        assert name is not None, f"no {fop} for {out}"
         return getattr(c.b, name)(xs[0], xs[1])
     return emit
 
