@@ -9,6 +9,26 @@ its result *in place* into a buffer that a view of it is read from at the same o
 target that copies such views asks ``overwritten``.
 
 This is an analysis, not a pass: it reads the function and its plan and changes nothing.
+
+    >>> from yota.ir import parse
+    >>> from yota.ir.passes import PassContext
+    >>> from yota.ir.passes.plan_memory import MemoryPlan, plan_memory
+    >>> f = plan_memory(parse('''
+    ... func @f(%0: f32[2,3]) -> (f32[]) {
+    ...   %1 = exp %0 : f32[2,3]
+    ...   %2 = reshape %1 {shape = [6]} : f32[6]
+    ...   %3 = neg %2 : f32[6]
+    ...   %4 = sum %3 {axes = [0]} : f32[]
+    ...   return %4
+    ... }'''), PassContext())
+    >>> plan = MemoryPlan.of(f)
+    >>> plan.storage  # %1, its view %2 and %3 (in place) share buffer 0
+    (0, 0, 0, 1)
+    >>> life = view_lifetimes(f, plan)
+    >>> life.writes[0]  # exp (op 0) and neg (op 2) write buffer 0
+    [0, 2]
+    >>> life.overwritten(0, 0, f.ops[1].result)  # the view %2 is read by op 2
+    True
 """
 
 from __future__ import annotations
