@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class YotaError(Exception):
     """Base class of every error Yota raises on purpose (re-exported as ``yota.YotaError``)."""
@@ -20,11 +22,15 @@ class ParseError(YotaError):
 
 
 class GuardFailed(YotaError):
-    """A guard recorded while tracing does not hold for the current inputs."""
+    """A guard recorded while tracing does not hold for the current inputs.
 
-    def __init__(self, message: str, *, guard_index: int = -1) -> None:
+    ``guard_index``: the guard op's index in the function that ran; ``value``: the
+    guarded value the program computed (a NumPy scalar), None when unknown."""
+
+    def __init__(self, message: str, *, guard_index: int = -1, value: Any = None) -> None:
         super().__init__(message)
         self.guard_index = guard_index
+        self.value = value
 
 
 class MissingRuleError(YotaError):

@@ -43,7 +43,8 @@ def run(fn: Function, *args: Any) -> list[np.ndarray]:
         xs = [env[v] for v in op.operands]
         if op.name == "guard":
             if not guard_holds(xs[0], **op.attrs):
-                raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i)
+                raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i,
+                                  value=np.asarray(xs[0]).reshape(())[()])
             continue
         opdef = get_opdef(op.name)
         if opdef.calls:

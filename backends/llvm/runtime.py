@@ -252,7 +252,7 @@ class LLVMExecutable:
             dt = np.dtype(rec["dtype"])
             value = np.frombuffer(ws[0], dt, count=1, offset=8)[0]
             raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
-                              guard_index=rec["index"])
+                              guard_index=rec["index"], value=value)
         value = int(np.frombuffer(ws[0], np.int64, count=1, offset=8)[0])
         raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
                               f"with size {rec['size']}")
