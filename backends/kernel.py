@@ -150,6 +150,27 @@ def normalize(k: Kernel) -> Kernel:
     return out
 
 
+def rebase(k: Kernel) -> tuple[Kernel, dict[int, int]]:
+    """Move each parameter's lowest element into its pointer: the kernel with offsets
+    relative to it, and the bytes to add to each parameter's pointer (none when some
+    access of a parameter is not a whole number of elements from it). Kernels that differ
+    only in where they start (a step of an unrolled loop) then render alike; negative
+    strides (flips) keep the lowest element touched at offset >= 0."""
+    low: dict[int, int] = {}
+    for a in k.accesses():
+        lo = a.offset + sum((d - 1) * s for d, s in zip(k.domain, a.strides, strict=True)
+                            if s < 0)
+        b = lo * a.dtype.itemsize
+        low[a.param] = min(low.get(a.param, b), b)
+    if any((a.offset * a.dtype.itemsize - low[a.param]) % a.dtype.itemsize
+           for a in k.accesses()):
+        return k, {}
+
+    def move(a: Access) -> Access:
+        return replace(a, offset=(a.offset * a.dtype.itemsize - low[a.param]) // a.dtype.itemsize)
+    return k.map_accesses(move), low
+
+
 def identity(kind: str, dt: np.dtype) -> Any:
     """The identity a reduction starts from (NumPy's float sums start at +0.0 too, so a
     sum of -0.0 is +0.0)."""

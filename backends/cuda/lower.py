@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from yota.ir.core import Function, Value
 
-from ..kernel import Access, Kernel, normalize
+from ..kernel import Kernel, normalize, rebase
 from ..layout import Loc
 from ..lowering import Emitter, FnLowering, KernelArgs
 from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset, Ref, Step, View
@@ -118,7 +118,8 @@ class FnGen(FnLowering):
         if k.size() == 0 and not (k.reductions and k.kept_size() > 0):
             return
         k = normalize(k)
-        k, refs = _rebase(k, [(s, 0) for s in args.storages])
+        k, low = rebase(k)
+        refs = [(s, low.get(j, 0)) for j, s in enumerate(args.storages)]
         sch = schedule(k, self.cfg)
         block = (self.cfg.block, 1, 1)
         if sch.kind == "elementwise":
@@ -153,24 +154,3 @@ class FnGen(FnLowering):
 def _acc_np(c: str) -> Any:
     return {"int": np.int32, "long long": np.int64, "float": np.float32,
             "double": np.float64}[c]
-
-
-def _rebase(k: Kernel, refs: list[Ref]) -> tuple[Kernel, list[Ref]]:
-    """Move each parameter's lowest element offset into its pointer (the kernel text then
-    depends only on relative offsets, so equal kernels at other offsets are shared);
-    negative strides (flips) keep the lowest element touched at offset >= 0."""
-    low: dict[int, int] = {}
-    for a in k.accesses():
-        lo = a.offset + sum((d - 1) * s for d, s in zip(k.domain, a.strides, strict=True)
-                            if s < 0)
-        b = lo * a.dtype.itemsize
-        low[a.param] = min(low.get(a.param, b), b)
-    if any((a.offset * a.dtype.itemsize - low[a.param]) % a.dtype.itemsize
-           for a in k.accesses()):
-        return k, refs
-
-    def move(a: Access) -> Access:
-        return Access(a.param, (a.offset * a.dtype.itemsize - low[a.param]) // a.dtype.itemsize,
-                      a.strides, a.dtype)
-    new = [(s, off + low.get(j, 0)) for j, (s, off) in enumerate(refs)]
-    return k.map_accesses(move), new

@@ -22,7 +22,7 @@ import llvmlite.ir as ir
 import numpy as np
 from yota.ir.core import Function, Value
 
-from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize
+from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize, rebase
 from ..layout import Loc
 from ..lowering import Emitter, FnLowering, KernelArgs
 from .kernel import build, work
@@ -208,7 +208,9 @@ class FnGen(FnLowering):
         k = normalize(k)
         if not k.reductions and any(d == 0 for d in k.domain):
             return
-        k, params = self._rebase(k, self.pointers(args))
+        k, low = rebase(k)
+        params = [p if not low.get(j) else self.b.gep(p, [i64(low[j])], source_etype=I8)
+                  for j, p in enumerate(self.pointers(args))]
         for kind, _, acc in k.reductions:
             self._fill_reduction(k, kind, acc, params[acc.param])
         if any(d == 0 for d in k.domain):
@@ -219,23 +221,6 @@ class FnGen(FnLowering):
         else:
             kfn = self.mg.kernel(k)
             self.b.call(kfn, list(params) + [i64(0), i64(k.domain[0])])
-
-    def _rebase(self, k: Kernel, params: list[ir.Value]) -> tuple[Kernel, list[ir.Value]]:
-        """Move constant offsets from the accesses into the pointers, so that kernels
-        that differ only in where they start (one per step of an unrolled loop) are the
-        same function."""
-        lows: dict[int, int] = {}
-        for acc in k.accesses():
-            b = acc.offset * acc.dtype.itemsize
-            lows[acc.param] = min(lows.get(acc.param, b), b)
-        if any((a.offset * a.dtype.itemsize - lows[a.param]) % a.dtype.itemsize
-               for a in k.accesses()):
-            return k, params
-        move = lambda a: replace(  # noqa: E731
-            a, offset=(a.offset * a.dtype.itemsize - lows[a.param]) // a.dtype.itemsize)
-        new = [p if not lows.get(j) else self.b.gep(p, [i64(lows[j])], source_etype=I8)
-               for j, p in enumerate(params)]
-        return k.map_accesses(move), new
 
     def _fill_reduction(self, k: Kernel, kind: str, acc: Access, ptr: ir.Value) -> None:
         kept = [a for a, r in enumerate(k.reduce) if not r]
