@@ -34,7 +34,11 @@ from ..ops import get_opdef
 from .base import Pass, PassContext
 
 # Ops whose result is a view of the operand's memory (strides, offset): a transpose, slice
-# or broadcast of anything, a reshape of a contiguous value.
+# or broadcast of anything, a reshape of a contiguous value. The one list: the backends'
+# layouts (``yota.backends.layout``) and ``view_safety`` use it too. ``flip`` is not one:
+# strides could express it (negative ones), but its result gets a buffer of its own and
+# every backend copies it, so nothing downstream (BLAS operands, the same-index rule of
+# in-place updates) ever sees negative strides from the plan.
 VIEW_OPS = ("reshape", "transpose", "slice", "broadcast")
 ATTRS = ("mem_buffers", "mem_storage", "mem_peak_bytes", "mem_total_bytes", "mem_live_bytes")
 
