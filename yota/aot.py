@@ -39,6 +39,7 @@ from yota.ir.errors import YotaError
 
 from . import cache as _cache
 from . import pipeline
+from .validate import check_callable
 
 C_TYPES = {"f4": "float", "f8": "double", "i4": "int32_t", "i8": "int64_t", "b1": "uint8_t"}
 WS_ALIGN = 64
@@ -65,6 +66,7 @@ def aot(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] 
     """Precompile the gradient ``yota.grad(f, *example_args)`` runs: into the user's cache
     (``path=None``), into the cache-layout directory ``path`` that can be shipped, or
     (``shared_library=True``) into ``path/lib<name>.so`` with a C header."""
+    check_callable(f, "aot")
     if shared_library:
         if path is None:
             raise YotaError("yota.aot(..., shared_library=True) needs path= (the output "

@@ -16,6 +16,9 @@ from .cache import tape_signature
 from .program import Program, signature
 from .structs import rebuild_sequence
 from .tape import Tape, Var
+from .validate import check_callable
+
+MAX_VARIANTS = 8  # programs kept per signature (most recently built first)
 
 
 def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
@@ -83,17 +86,25 @@ class CompiledFunction:
     failed guard (Yota.jl's ``compile!``)."""
 
     def __init__(self, f: Callable[..., Any] | None, tape: Tape, backend: str | None,
-                 cache: bool = True) -> None:
+                 cache: bool = True, args: Any = None) -> None:
         self.f = f
         self.backend = backend
         self.cache = cache  # consult the on-disk cache (yota.cache)
         self.programs: dict[Any, list[Program]] = {}
-        self._add(tape)
+        self._add(tape, args)
 
-    def _add(self, tape: Tape) -> Program:
+    def _add(self, tape: Tape, args: Any = None) -> tuple[Program, list[Any] | None]:
+        """Compile ``tape``; with ``args`` (the arguments it was traced with) run it on
+        them, its guards anchored to its own values (``pipeline.first_run``)."""
         program = pipeline.build_forward(tape, self.backend, cache=self.cache)
-        self.programs.setdefault(tape_signature(tape), []).insert(0, program)
-        return program
+        outs = None
+        if args is not None:
+            program, outs = pipeline.first_run(program, args, self.backend, kind="forward",
+                                               cache=self.cache)
+        variants = self.programs.setdefault(tape_signature(tape), [])
+        variants.insert(0, program)
+        del variants[MAX_VARIANTS:]
+        return program, outs
 
     @property
     def ir(self) -> Any:
@@ -112,7 +123,8 @@ class CompiledFunction:
             raise SignatureError("this function was compiled from a tape; the arguments do not "
                                  "match its signature or a guard failed, and it cannot retrace")
         _, tape = pipeline.trace_forward(self.f, args)
-        return _restructure(tape.result, self._add(tape)(args))
+        program, outs = self._add(tape, args)
+        return _restructure(program.tape.result, outs)
 
 
 def compile(f: Callable[..., Any] | Tape, *example_args: Any,
@@ -127,6 +139,7 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
     """
     if isinstance(f, Tape):
         return CompiledFunction(None, f, backend, cache)
+    check_callable(f, "compile")
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
     _, tape = pipeline.trace_forward(f, example_args)
-    return CompiledFunction(f, tape, backend, cache)
+    return CompiledFunction(f, tape, backend, cache, args=example_args)

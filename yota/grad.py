@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Function
-from yota.ir.errors import GuardFailed
+from yota.ir.errors import GuardFailed, TraceError
 from yota.ir.printer import print_function
 
 from . import device as _device
@@ -27,6 +28,7 @@ from . import pipeline, structs
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
 from .tape import Var
+from .validate import argument_error, check_callable
 
 log = logging.getLogger("yota")
 
@@ -77,9 +79,19 @@ def _short(v: Any) -> str:
     return repr(v)
 
 
+MAX_VARIANTS = 8  # programs kept per function and signature (most recently built first)
+RETRACE_WARNING = 5  # consecutive retraces of one function and signature before a warning
+
+
+class RetraceWarning(UserWarning):
+    """A function is traced again on every call because a guarded value keeps changing."""
+
+
 @dataclass
 class _Variants:
     programs: list[Program] = field(default_factory=list)
+    retraces: int = 0  # consecutive calls that ended in a retrace
+    warned: bool = False
 
 
 _static_cache: weakref.WeakKeyDictionary[Any, dict[Any, _Variants]] = weakref.WeakKeyDictionary()
@@ -97,11 +109,11 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     >>> float(val), g[0], g[1]
     (9.0, array([3., 3.]), 3.0)
     """
+    check_callable(f, "grad")
     if "cupy" in sys.modules:  # only then can an argument be a CuPy array
         args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
     if dynamic:
-        program = _dynamic_program(f, args, backend, optimize, cache)
-        outs = program(args)
+        program, outs = _dynamic_program(f, args, backend, optimize, cache)
     else:
         program, outs = _static_run(f, args, backend, optimize, cache)
     return _unpack(program, outs, args)
@@ -109,10 +121,14 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
 
 def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
                 optimize: bool, cache: bool = True) -> tuple[Program, list[np.ndarray]]:
-    leaves, sig = flatten_args(args)
+    try:
+        leaves, sig = flatten_args(args)
+    except TraceError as e:
+        raise argument_error(f, args, e) from None
     key = (sig, backend, optimize)
     per_fn = _static_cache.setdefault(_cache_owner(f), {})
     variants = per_fn.setdefault(key, _Variants())
+    failed: tuple[Program, GuardFailed] | None = None
     for program in list(variants.programs):
         if not program.still_valid():
             variants.programs.remove(program)
@@ -122,12 +138,36 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
         except GuardFailed as e:
             stats.guard_failures += 1
             log.info("yota: %s", e)
+            failed = (program, e)
             continue
         stats.hits += 1
+        variants.retraces = 0
         return program, outs
+    if failed is not None:
+        _note_retrace(f, variants, *failed)
     program = build_grad_program(f, args, backend, optimize, cache)
+    program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
     variants.programs.insert(0, program)
-    return program, program(args)
+    del variants.programs[MAX_VARIANTS:]
+    return program, outs
+
+
+def _note_retrace(f: Any, variants: _Variants, program: Program, e: GuardFailed) -> None:
+    """Count a retrace after failed guards; warn once when they keep coming."""
+    variants.retraces += 1
+    if variants.retraces < RETRACE_WARNING or variants.warned:
+        return
+    variants.warned = True
+    name = getattr(f, "__name__", type(f).__name__)
+    where = pipeline.guard_line(program, e) or "a line of your code"
+    warnings.warn(
+        f"yota.grad: {name} was traced again on each of the last {variants.retraces} calls "
+        f"because the Python value taken from a traced array at {where} (float(), int(), "
+        "bool(), .item() or an if on an array) changed every time. Such a value is a "
+        "constant of the compiled program, checked on each call, and each new value "
+        "compiles a new program. Keep it as an array (to log it, return it as a second "
+        "output of a wrapper) or compute it outside the function.", RetraceWarning,
+        stacklevel=4)
 
 
 def _cache_owner(f: Any) -> Any:
@@ -152,18 +192,24 @@ class _Unweakrefable:
 
 
 def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                     optimize: bool, cache: bool = True) -> Program:
+                     optimize: bool, cache: bool = True) -> tuple[Program, list[np.ndarray]]:
     val, tape = pipeline.trace_grad(f, args)
     fn = pipeline.lower(tape)
     key = f"{backend}|{optimize}|{print_function(fn)}"
-    program = _dynamic_cache.get(key)
-    if program is None:
-        program = pipeline.build_grad(tape, backend, optimized=optimize, cache=cache, fn=fn)
-        _dynamic_cache[key] = program
-    else:
-        stats.hits += 1
-        program = Program.build(tape, program.fn, program.exe)
-    return program
+    known = _dynamic_cache.get(key)
+    if known is not None:
+        program = Program.build(tape, known.fn, known.exe)
+        try:
+            outs = program(args)
+        except GuardFailed:  # its guards were anchored to other inputs' compiled values
+            stats.guard_failures += 1
+        else:
+            stats.hits += 1
+            return program, outs
+    program = pipeline.build_grad(tape, backend, optimized=optimize, cache=cache, fn=fn)
+    program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
+    _dynamic_cache[key] = program
+    return program, outs
 
 
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,

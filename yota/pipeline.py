@@ -25,7 +25,7 @@ from typing import Any
 from yota.ir import passes as _passes
 from yota.ir.autodiff import vjp
 from yota.ir.core import Function
-from yota.ir.errors import TraceError, YotaError
+from yota.ir.errors import GuardFailed, TraceError, YotaError
 
 from . import device as _device
 from .cache.key import tape_signature
@@ -168,6 +168,57 @@ def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
 def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Program:
     """The compiled, optimized forward program of ``tape``."""
     return build_program(tape, forward_ir(tape), backend, kind="forward", cache=cache)
+
+
+def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kind: str,
+              cache: bool = True) -> tuple[Program, list[Any]]:
+    """Run a program just built from ``args`` on those same arguments.
+
+    A guard holds the Python value seen while tracing (``float(np.mean(x))``, computed by
+    NumPy). The compiled program may compute that value with other rounding; then the
+    guard is re-anchored to the compiled program's own value and the program rebuilt, so
+    the inputs that built a program always pass its guards, on every backend."""
+    guards = sum(op.name == "guard" for op in program.fn.ops)
+    for _ in range(guards + 1):
+        try:
+            return program, program(args)
+        except GuardFailed as e:
+            fn = reanchor(program.fn, e)
+            if fn is None:
+                raise YotaError(f"{program.tape.fname}: the compiled program fails its own "
+                                f"guard on the inputs it was traced with ({e}); this is a "
+                                "Yota bug, please report it") from None
+            log.info("yota: re-anchoring a guard of @%s: %s", fn.name, e)
+            program = build_program(program.tape, fn, backend, kind=kind, cache=cache)
+    raise YotaError(f"{program.tape.fname}: could not anchor the guards of the compiled "
+                    "program to its own values; this is a Yota bug, please report it")
+
+
+def reanchor(fn: Function, e: GuardFailed) -> Function | None:
+    """``fn`` with the failed guard expecting the value the program computed, or None when
+    the guard cannot be found."""
+    i = e.guard_index
+    if e.value is None or not 0 <= i < len(fn.ops) or fn.ops[i].name != "guard":
+        return None
+    op = fn.ops[i]
+    kind = op.attrs["kind"]
+    value = {"bool": bool, "int": int, "float": float}[kind](e.value)
+    if value == op.attrs["expected"] or value != value:  # nothing to re-anchor to
+        return None
+    ops = list(fn.ops)
+    ops[i] = op.replace(attrs={**op.attrs, "expected": value})
+    return fn.replace(ops=ops)
+
+
+def guard_line(program: Program, e: GuardFailed) -> str | None:
+    """The user's source line of the guard that failed (``file:line``), if known."""
+    ops = program.fn.ops
+    if not 0 <= e.guard_index < len(ops) or ops[e.guard_index].name != "guard":
+        return None
+    k = sum(op.name == "guard" for op in ops[:e.guard_index])
+    guards = program.tape.guards
+    loc = guards[k].loc if k < len(guards) else None
+    return loc.describe() if loc is not None else None
 
 
 # -- stages, for inspection -------------------------------------------------------------------

@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Function, Value
+from yota.ir.errors import GuardFailed, YotaError
 from yota.ir.ops import OPS
 from yota.ir.printer import format_attr
 
 from . import pipeline, structs
 from .tape import Tape
+from .validate import check_callable
 
 PASSES = ("dce", "cse", "simplify", "dce")  # readable code: no fusion, no memory plan
 
@@ -75,11 +77,12 @@ def _source(gfn: Function, tape: Tape, fname: str) -> tuple[str, dict[str, np.nd
     for (argnum, path, _), v in zip(tape.leaf_vars, gfn.inputs, strict=False):
         body.append(f"{w.name(v)} = {structs.format_path(path, params[argnum])}")
         body[-1] = body[-1].replace(f"{params[argnum]}.", f"{params[argnum]}.", 1)
-    for op in gfn.ops:
+    for i, op in enumerate(gfn.ops):
         if op.name == "guard":
-            cond = w.name(op.operands[0])
-            body.append(f"assert {op.attrs['kind']}({cond}) == {op.attrs['expected']!r}, "
-                        f"'guard failed: {op.loc}'")
+            v, kind, expected = w.name(op.operands[0]), op.attrs["kind"], op.attrs["expected"]
+            body.append(f"if not yops.guard({v}, expected={expected!r}, kind={kind!r}): "
+                        f"raise GuardFailed('the branch at {op.loc} goes the other way', "
+                        f"guard_index={i}, value={v})")
             continue
         lhs = ", ".join(w.name(r) for r in op.results)
         line = f"{lhs} = {w.op_expr(op)}"
@@ -114,13 +117,24 @@ def _grad_exprs(gfn: Function, tape: Tape, w: _Writer) -> list[str]:
 
 
 class SimpleGrad:
-    """A generated gradient function; ``.source`` shows its code."""
+    """A generated gradient function; ``.source`` shows its code. Called with arguments
+    that take another branch of ``f`` (a guard of the code fails), it generates the code
+    for them, as ``yota.grad`` retraces."""
 
-    def __init__(self, fn: Callable[..., Any], source: str) -> None:
+    def __init__(self, fn: Callable[..., Any], source: str,
+                 f: Callable[..., Any] | None = None) -> None:
         self.fn = fn
         self.source = source
+        self.f = f
 
     def __call__(self, *args: Any) -> Any:
+        try:
+            return self.fn(*args)
+        except GuardFailed:
+            if self.f is None:
+                raise
+        new = simplegrad(self.f, *args)
+        self.fn, self.source = new.fn, new.source
         return self.fn(*args)
 
     def __repr__(self) -> str:
@@ -135,10 +149,24 @@ def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
     >>> g(np.array([1.0, 2.0]))[1]
     array([2., 4.])
     """
+    check_callable(f, "simplegrad")
     _, tape = pipeline.trace_forward(f, args)
     gfn = pipeline.grad_ir(tape, passes=PASSES)
     name = f"{getattr(f, '__name__', 'f').replace('<lambda>', 'f')}_grad"
-    src, consts = _source(gfn, tape, name)
-    ns: dict[str, Any] = {"np": np, "yops": _ops_namespace(), **consts}
-    exec(compile(src, f"<simplegrad {name}>", "exec"), ns)
-    return SimpleGrad(ns[name], src)
+    guards = sum(op.name == "guard" for op in gfn.ops)
+    for _ in range(guards + 1):  # anchor each guard to the value this code computes
+        src, consts = _source(gfn, tape, name)
+        ns: dict[str, Any] = {"np": np, "yops": _ops_namespace(), "GuardFailed": GuardFailed,
+                              **consts}
+        exec(compile(src, f"<simplegrad {name}>", "exec"), ns)
+        try:
+            ns[name](*args)
+            return SimpleGrad(ns[name], src, f)
+        except GuardFailed as e:
+            anchored = pipeline.reanchor(gfn, e)
+            if anchored is None:
+                raise YotaError(f"simplegrad: the generated code of {name} fails its own "
+                                f"guard on the arguments it was traced with ({e}); this is "
+                                "a Yota bug, please report it") from None
+            gfn = anchored
+    raise YotaError(f"simplegrad: could not anchor the guards of {name}; this is a Yota bug")

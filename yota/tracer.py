@@ -35,7 +35,7 @@ from yota.ir.types import DTYPE_NAMES, TensorType
 from . import structs
 from .numpy import registry  # importing yota.numpy registers every family
 from .tape import Entry, Loc, Tape, Var
-from .userloc import binding_name, forbid_math, user_loc, where
+from .userloc import binding_name, forbid_math, store_error, user_loc, where
 
 CONST_LIMIT = 1024  # arrays up to this many elements met in user code become constants
 _local = threading.local()
@@ -50,6 +50,7 @@ class TraceContext:
         self.arrays: dict[int, tuple[np.ndarray | np.generic, Var]] = {}
         self.leaves: list[Tracer] = []
         self.inputs: list[Any] = []
+        self.deferred: UnsupportedError | None = None  # raised when the function returns
 
     # -- inputs -------------------------------------------------------------------------
     def input(self, argnum: int, arg: Any) -> Any:
@@ -124,7 +125,14 @@ class TraceContext:
         self.arrays[key] = (arr, var)  # keeps arr alive so its id stays unique
         return var
 
-    def guard(self, t: Tracer, kind: str, expected: Any) -> Any:
+    def guard(self, t: Tracer, kind: str, expected: Any,
+              error: UnsupportedError | None = None) -> Any:
+        """Record that Python took ``expected`` from ``t``. ``error``: the conversion is
+        not allowed (a store into a plain array); it is raised when ``f`` returns, since
+        NumPy would replace an exception raised here by its own."""
+        if error is not None:
+            self.deferred = self.deferred or error
+            return expected
         self.tape.add(Entry("guard", [], "", (t.tape_var,), value=expected,
                             loc=user_loc(), extra={"kind": kind, "expected": expected}))
         return expected
@@ -212,12 +220,25 @@ def _inplace(op: str) -> Method:
     return method
 
 
+def _ranges_as_arrays(key: Any) -> Any:
+    """A ``range`` in an index is the integer array NumPy makes of it."""
+    if isinstance(key, range):
+        return np.arange(key.start, key.stop, key.step)
+    if isinstance(key, tuple):
+        return tuple(_ranges_as_arrays(k) for k in key)
+    return key
+
+
 def _is_mask(k: Any) -> bool:
     if isinstance(k, (Tracer, np.ndarray)):
         return k.dtype.kind == "b"
     if isinstance(k, list):
         return bool(k) and all(_is_mask(v) for v in k)
     return isinstance(k, (bool, np.bool_))
+
+
+class UnsupportedAttribute(UnsupportedError, AttributeError):
+    """An ndarray method or attribute that Yota does not trace."""
 
 
 class Tracer:
@@ -275,6 +296,16 @@ class Tracer:
             "a constant cut off from the inputs. Use NumPy functions on the value itself, "
             "or wrap the code in a @yota.primitive with a @yota.diffrule"
         )
+
+    def __getattr__(self, name: str) -> Any:
+        """Only reached for names the class does not define: an ndarray method or attribute
+        that is not traced is a clear error (still an ``AttributeError`` for ``hasattr``)."""
+        if name.startswith("__") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'Tracer' object has no attribute {name!r}")
+        raise UnsupportedAttribute(
+            f"ndarray.{name} is used on a traced value at {where()}, and Yota does not trace "
+            f"it: use the NumPy function (np.{name}(x, ...)) if Yota supports it, or wrap the "
+            "code in a @yota.primitive with a @yota.diffrule")
 
     # -- Python operators: NumPy's ufuncs, with Python's weak scalars -----------------------
     __add__, __radd__ = _binary("add"), _binary("add", reflected=True)
@@ -334,6 +365,7 @@ class Tracer:
         return call("clip", self, min, max, **kw)  # ndarray.clip: either bound may be left out
 
     def __getitem__(self, key: Any) -> Any:
+        key = _ranges_as_arrays(key)
         for k in key if isinstance(key, tuple) else (key,):
             if _is_mask(k):
                 raise UnsupportedError(
@@ -350,11 +382,11 @@ class Tracer:
 
     # -- Python conversions: guards ------------------------------------------------------
     def __bool__(self) -> bool:
-        return self._ctx.guard(self, "bool", bool(self.value))
+        return self._ctx.guard(self, "bool", bool(self.value), store_error("bool"))
 
     def __int__(self) -> int:
         forbid_math("int")
-        return self._ctx.guard(self, "int", int(self.value))
+        return self._ctx.guard(self, "int", int(self.value), store_error("int"))
 
     def __index__(self) -> int:
         if np.asarray(self.value).dtype.kind not in "biu":
@@ -363,7 +395,11 @@ class Tracer:
 
     def __float__(self) -> float:
         forbid_math("float")
-        return self._ctx.guard(self, "float", float(self.value))
+        return self._ctx.guard(self, "float", float(self.value), store_error("float"))
+
+    def __complex__(self) -> complex:
+        raise UnsupportedError(f"complex() of a traced value at {where()}: Yota "
+                               "differentiates real-valued code")
 
     def item(self) -> Any:
         """The Python number, as ``float()``/``int()``/``bool()`` give it: a guard."""

@@ -8,7 +8,6 @@ tape variables. ``primitives=`` traces chosen helper functions as single entries
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -17,9 +16,11 @@ import numpy as np
 from yota.ir.errors import TraceError
 
 from .primitives import temporary_primitives
+from .sideeffects import Snapshot
 from .structs import rebuild_sequence
 from .tape import Loc, Tape
 from .tracer import TraceContext, Tracer, active
+from .validate import argnames, check_callable
 
 
 def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
@@ -34,30 +35,26 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     >>> float(val)
     6.0
     """
+    check_callable(f, "trace")
     name = getattr(f, "__name__", type(f).__name__)
     code = getattr(f, "__code__", None)
     loc = Loc(code.co_filename, code.co_firstlineno, name) if code else None
     tape = Tape(name, loc)
-    tape.argnames = _argnames(f, len(args))
+    tape.argnames = argnames(f, len(args))
     ctx = TraceContext(tape)
     ctx.inputs = list(args)
     traced_args = [ctx.input(i, a) for i, a in enumerate(args)]
-    with active(ctx), temporary_primitives(f, primitives):
-        result = f(*traced_args)
+    snapshot = Snapshot.of(f)
+    try:
+        with active(ctx), temporary_primitives(f, primitives):
+            result = f(*traced_args)
+    finally:
+        snapshot.restore()  # no tracer outlives the trace in the user's objects
+    if ctx.deferred is not None:
+        raise ctx.deferred
     tape.result = _result_to_tape(ctx, result)  # may read leaves: before leaf_vars
     tape.leaf_vars = [(t._path[0], t._path[1], t._var) for t in ctx.leaves]
     return _result_value(result), tape
-
-
-def _argnames(f: Callable[..., Any], n: int) -> list[str]:
-    try:
-        params = list(inspect.signature(f).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(names) < n:
-        names += [f"arg{i}" for i in range(len(names), n)]
-    return names[:n]
 
 
 def _result_to_tape(ctx: TraceContext, r: Any) -> Any:

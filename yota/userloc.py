@@ -6,6 +6,7 @@ it with its source line, so every message points at the user's own code.
 
 from __future__ import annotations
 
+import dis
 import os
 import re
 import sys
@@ -79,6 +80,29 @@ def forbid_math(conv: str) -> None:
                 f"it would turn the value into a constant {conv}. Use the NumPy function "
                 f"(np.{name.split('.')[-1]}) instead"
             )
+
+
+def store_error(conv: str) -> UnsupportedError | None:
+    """The error for NumPy converting a traced value to store it into a plain array
+    (``y[i] = traced``: the user's frame is executing a subscript assignment), which would
+    keep a constant and drop the gradient; None for any other conversion. (Raised from
+    ``__float__`` it would be replaced by NumPy's own ValueError, so the tracer defers it.)"""
+    frame = user_frame()
+    if frame is None or _current_opname(frame) != "STORE_SUBSCR":
+        return None
+    loc = Loc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return UnsupportedError(
+        f"a traced value is stored into a plain NumPy array at {loc.describe()}: NumPy "
+        f"would convert it to a Python {conv}, a constant cut off from the inputs (its "
+        "gradient would be lost). Build the array from traced values instead (np.stack, "
+        "np.concatenate, np.where, arithmetic)")
+
+
+def _current_opname(frame: FrameType) -> str | None:
+    for ins in dis.get_instructions(frame.f_code):
+        if ins.offset == frame.f_lasti:
+            return ins.opname
+    return None
 
 
 def _resolve(dotted: str, frame: FrameType) -> Any:

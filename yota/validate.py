@@ -1,0 +1,58 @@
+"""Checks of what users pass to the public API, with messages that name the argument.
+
+    >>> import numpy as np, yota
+    >>> yota.grad(np.ones(3), np.ones(3))
+    Traceback (most recent call last):
+    ...
+    yota.ir.errors.YotaError: yota.grad: the first argument must be the function to differentiate (a callable), got a ndarray; call yota.grad(f, *args)
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from yota.ir.errors import TraceError, YotaError
+
+from . import structs
+
+_WHAT = {"grad": "the function to differentiate", "trace": "the function to trace",
+         "compile": "the function to compile", "simplegrad": "the function to differentiate",
+         "aot": "the function to compile ahead of time"}
+
+
+def check_callable(f: Any, api: str) -> None:
+    """Raise ``YotaError`` unless ``f`` can be called (the usual slip: arguments swapped)."""
+    if callable(f):
+        return
+    raise YotaError(f"yota.{api}: the first argument must be {_WHAT.get(api, 'a function')} "
+                    f"(a callable), got a {type(f).__name__}; call yota.{api}(f, *args)")
+
+
+def argnames(f: Callable[..., Any], n: int) -> list[str]:
+    """Names for ``f``'s first ``n`` positional parameters (``argI`` where unknown)."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(names) < n:
+        names += [f"arg{i}" for i in range(len(names), n)]
+    return names[:n]
+
+
+def argument_error(f: Callable[..., Any], args: Sequence[Any], e: TraceError) -> TraceError:
+    """``e`` (raised while walking ``args``) with the argument that caused it named."""
+    names = argnames(f, len(args))
+    fname = getattr(f, "__name__", type(f).__name__)
+    for i, a in enumerate(args):
+        try:
+            structs.flatten(a)
+        except TraceError as inner:
+            msg = str(inner)
+            if msg.startswith("the argument "):  # the argument itself, not a field of it
+                return TraceError(f"argument {names[i]!r} of {fname} "
+                                  f"{msg[len('the argument '):]}")
+            return TraceError(f"argument {names[i]!r} of {fname}: {msg}")
+    return e
