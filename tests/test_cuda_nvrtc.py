@@ -117,7 +117,7 @@ def test_importing_yota_does_not_import_cupy() -> None:
 def test_launch_shapes() -> None:
     """Schedules: big row reductions use one block per row, few rows split the reduced
     axis over blocks with a second stage, kept innermost axes reduce by columns."""
-    from yota.backends.cuda.lower import Launch
+    from yota.backends.program import Launch
 
     def launches(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[Launch]:
         steps = cuda.lower(_sum_fn(shape, axes)).plans["s"].steps

@@ -22,7 +22,7 @@ from yota.ir.core import Function, Value
 from ..kernel import Kernel, normalize, rebase
 from ..layout import Loc
 from ..lowering import Emitter, FnLowering, KernelArgs
-from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset, Ref, Step, View
+from ..program import FnPlan, Launch, Ref, Step
 from .cexpr import PRELUDE, acc_type
 from .kernel import (
     Config,
@@ -36,8 +36,6 @@ from .kernel import (
 from .layout import build_layout
 from .special import STATUS_HELPERS
 
-__all__ = ["STATUS", "Call", "FnPlan", "Gemm", "Launch", "Memset", "Module", "Ref", "Step",
-           "View", "FnGen", "module_source"]
 
 @dataclass
 class Module:
