@@ -34,6 +34,7 @@ from yota.ir.types import DTYPE_NAMES, TensorType
 
 from . import structs
 from .numpy import registry  # importing yota.numpy registers every family
+from .numpy.building import constructors
 from .tape import Entry, Loc, Tape, Var
 from .userloc import binding_name, forbid_math, store_error, user_loc, where
 
@@ -160,7 +161,8 @@ def active(ctx: TraceContext) -> Iterator[None]:
         stack = _local.stack = []
     stack.append(ctx)
     try:
-        yield
+        with constructors(lambda x: isinstance(x, Tracer), call):  # np.array([traced, ...])
+            yield
     finally:
         stack.pop()
 
@@ -287,6 +289,9 @@ class Tracer:
 
     def __array_function__(self, func: Callable[..., Any], types: Any, args: Any,
                            kwargs: Any) -> Any:
+        query = registry.QUERIES.get(func)
+        if query is not None:  # np.shape, np.ndim, np.size: Python values, as x.shape
+            return query(*to_value(args), **kwargs)
         return call(registry.resolve_function(func), *args, **kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -339,6 +344,8 @@ class Tracer:
     var, std = _method("var"), _method("std")
     ravel, squeeze, swapaxes = _method("ravel"), _method("squeeze"), _method("swapaxes")
     dot, astype, copy, round = _method("dot"), _method("astype"), _method("copy"), _method("round")
+    repeat, take, diagonal, trace = (_method("repeat"), _method("take"), _method("diagonal"),
+                                     _method("trace"))
 
     def reshape(self, *shape: Any, order: str = "C") -> Any:
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):

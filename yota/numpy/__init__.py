@@ -13,20 +13,26 @@ or a new module here for a new family.
 ``elementwise``  where, clip, round, copy, astype
 ``creation``     zeros_like, ones_like, empty_like, full_like
 ``reductions``   sum, prod, max, min, mean, var, std, argmax, argmin
-``contractions`` matmul, dot, inner, outer
+``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross
+``einsum``       einsum: every subscript form, as transposes, reshapes and matmuls
 ``shape``        reshape, ravel, squeeze, transpose, moveaxis, broadcast_to...
-``joining``      concatenate, stack, split
+``joining``      concatenate, stack & co., append, split & co., atleast_*, meshgrid
+``building``     np.array/np.asarray of traced values, np.r_/np.c_, np.shape/ndim/size
+``movement``     pad, repeat, tile, roll, flips, rot90, tril/triu, diag*, take*, select
 ``indexing``     ``x[key]``: slices, flips, integer-array gathers
 ``axes``         axis and shape arguments, normalized
 =============== ==========================================================
 """
 
 from . import (  # noqa: F401  (each family registers its entries on import)
+    building,
     contractions,
     creation,
+    einsum,
     elementwise,
     indexing,
     joining,
+    movement,
     reductions,
     shape,
     ufuncs,

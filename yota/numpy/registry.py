@@ -65,6 +65,9 @@ class NumpyOp:
 
 TABLE: dict[str, NumpyOp] = {}
 BY_FUNC: dict[Any, str] = {}  # NumPy callable (function or ufunc) → its TABLE name
+# NumPy functions that ask about a traced array's shape (np.shape, np.ndim, np.size): the
+# tracer answers them from the example value, as Python values, without recording
+QUERIES: dict[Any, Callable[..., Any]] = {}
 
 
 def register(name: str, forward: Callable[..., Any], *funcs: Any) -> Callable[[Lower], Lower]:

@@ -33,8 +33,6 @@ register("expand_dims", np.expand_dims, np.expand_dims)(
     lambda L, outs, a, axis: _reshaping(L, outs, a))
 register("squeeze", np.squeeze, np.squeeze)(
     lambda L, outs, a, axis=None: _reshaping(L, outs, a))
-register("atleast_1d", np.atleast_1d, np.atleast_1d)(lambda L, outs, a: _reshaping(L, outs, a))
-register("atleast_2d", np.atleast_2d, np.atleast_2d)(lambda L, outs, a: _reshaping(L, outs, a))
 
 
 @register("broadcast_to", np.broadcast_to, np.broadcast_to)

@@ -1,0 +1,188 @@
+"""Building arrays from traced values: ``np.array``/``np.asarray`` of (nested) lists and
+tuples mixing traced and plain values, ``np.r_``/``np.c_``, and the shape queries
+``np.shape``/``np.ndim``/``np.size``.
+
+``np.array`` and its relatives are not dispatched through ``__array_function__``, so while
+a trace runs ``constructors`` puts thin wrappers in their place in the ``numpy`` module:
+a call that holds no traced value goes to NumPy unchanged; one that does becomes the
+tape entry ``array`` (a nested list of traced values lowers to reshapes and one
+``concatenate``), and ``np.asarray(traced)`` is the traced value itself.
+
+The shape queries answer with Python ints from the example value (shapes are static), as
+``x.shape`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from yota.ir.core import Value
+from yota.ir.errors import UnsupportedError
+from yota.ir.types import TensorType
+
+from .registry import QUERIES, LoweringContext, register
+
+QUERIES.update({np.shape: np.shape, np.ndim: np.ndim, np.size: np.size})
+
+
+def _array_forward(object: Any, dtype: Any = None, *, copy: Any = True, order: Any = None,
+                   subok: bool = False, ndmin: int = 0) -> np.ndarray:
+    return np.array(object, dtype=dtype, ndmin=ndmin)
+
+
+@register("array", _array_forward)
+def _array(L: LoweringContext, outs: list[TensorType], object: Any, dtype: Any = None, *,
+           copy: Any = True, order: Any = None, subok: bool = False, ndmin: int = 0) -> Value:
+    o = outs[0]
+    return L.b.reshape_to(L.operand(object, o.dtype, None), o.shape)
+
+
+# -- the wrappers in place of np.array & co. while a trace runs -----------------------------------
+class _Hooks:
+    """What the wrappers need from the tracer (given by ``constructors``, so that this
+    package does not import the tracer)."""
+
+    def __init__(self, is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> None:
+        self.is_traced = is_traced
+        self.call = call
+
+    def holds(self, obj: Any) -> bool:
+        if self.is_traced(obj):
+            return True
+        return isinstance(obj, (list, tuple)) and any(self.holds(v) for v in obj)
+
+
+_lock = threading.Lock()
+_active: list[_Hooks] = []
+_ORIGINAL = {name: getattr(np, name) for name in
+             ("array", "asarray", "asanyarray", "ascontiguousarray", "r_", "c_")}
+
+
+def _hooks() -> _Hooks | None:
+    return _active[-1] if _active else None
+
+
+def _refuse(kw: dict[str, Any], fname: str) -> None:
+    for k in ("like", "device"):
+        if kw.get(k) is not None:
+            raise UnsupportedError(f"np.{fname}(..., {k}=...) of a traced value is not "
+                                   "supported")
+
+
+def _wrap_array(fname: str, copies: bool) -> Callable[..., Any]:
+    original = _ORIGINAL[fname]
+
+    def wrapper(obj: Any, *args: Any, **kw: Any) -> Any:
+        h = _hooks()
+        if h is None or not h.holds(obj):
+            return original(obj, *args, **kw)
+        _refuse(kw, fname)
+        dtype = args[0] if args else kw.get("dtype")
+        ndmin = kw.get("ndmin", 0)
+        if h.is_traced(obj) and ndmin <= obj.ndim:
+            if dtype is not None and np.dtype(dtype) != obj.dtype:
+                return h.call("astype", obj, dtype)
+            copy = kw.get("copy", True if copies else None)
+            return h.call("copy", obj) if copy else obj
+        return h.call("array", obj, dtype, ndmin=ndmin)
+
+    wrapper.__name__ = wrapper.__qualname__ = fname
+    wrapper.__doc__ = original.__doc__
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    return wrapper
+
+
+class _Concatenator:
+    """``np.r_`` / ``np.c_`` on items that may be traced (others go to NumPy's)."""
+
+    def __init__(self, original: Any, axis: int, ndmin: int, trans1d: int) -> None:
+        self.original = original
+        self.axis, self.ndmin, self.trans1d = axis, ndmin, trans1d
+
+    def __len__(self) -> int:
+        return 0
+
+    def __getitem__(self, key: Any) -> Any:
+        h = _hooks()
+        items = key if isinstance(key, tuple) else (key,)
+        if h is None or not any(h.holds(v) for v in items):
+            return self.original[key]
+        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
+        if isinstance(items[0], str):
+            axis, ndmin, trans1d = _directive(items[0], axis, ndmin, trans1d)
+            items = items[1:]
+        objs = [self._piece(v, ndmin, trans1d) for v in items]
+        scalars = [i for i, v in enumerate(items) if type(v) in (int, float, bool)]
+        if scalars:
+            dt = np.result_type(*[o.dtype for i, o in enumerate(objs) if i not in scalars],
+                                *[items[i] for i in scalars])
+            for i in scalars:
+                objs[i] = np.array(items[i], dtype=dt, ndmin=max(ndmin, 1))
+        return np.concatenate(objs, axis=axis)
+
+    def _piece(self, item: Any, ndmin: int, trans1d: int) -> Any:
+        if isinstance(item, str):
+            raise UnsupportedError("np.r_/np.c_: a directive string must be the first item")
+        if isinstance(item, slice):
+            return self.original[f"0,{max(ndmin, 1)},{trans1d}", item]
+        x = np.array(item)  # the wrapper: a traced value stays traced
+        nd = x.ndim
+        x = np.array(x, ndmin=ndmin)
+        if trans1d != -1 and nd < ndmin:
+            k2, k1 = ndmin - nd, trans1d if trans1d >= 0 else trans1d + ndmin - nd + 1
+            order = list(range(ndmin))
+            x = np.transpose(x, order[:k1] + order[k2:] + order[k1:k2])
+        return x
+
+
+def _directive(s: str, axis: int, ndmin: int, trans1d: int) -> tuple[int, int, int]:
+    if s in ("r", "c"):
+        raise UnsupportedError(f"np.r_['{s}', ...] builds a np.matrix, which Yota does not "
+                               "trace; use np.stack or np.concatenate")
+    try:
+        parts = [int(p) for p in s.split(",")]
+    except ValueError:
+        raise UnsupportedError(f"np.r_/np.c_: unknown directive {s!r}") from None
+    parts += [ndmin, trans1d][len(parts) - 1:]
+    return parts[0], parts[1], parts[2]
+
+
+_WRAPPERS: dict[str, Any] = {
+    "array": _wrap_array("array", True),
+    "asarray": _wrap_array("asarray", False),
+    "asanyarray": _wrap_array("asanyarray", False),
+    "ascontiguousarray": _wrap_array("ascontiguousarray", False),
+    "r_": _Concatenator(_ORIGINAL["r_"], 0, 1, -1),
+    "c_": _Concatenator(_ORIGINAL["c_"], -1, 2, 0),
+}
+
+
+@contextlib.contextmanager
+def constructors(is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> Iterator[None]:
+    """While the block runs, ``np.array``, ``np.asarray``, ``np.asanyarray``,
+    ``np.ascontiguousarray``, ``np.r_`` and ``np.c_`` accept traced values: ``call(name,
+    *args, **kwargs)`` records a table entry; ``is_traced`` tells traced values apart.
+
+    >>> import numpy as np
+    >>> with constructors(lambda x: False, None):
+    ...     np.array([1.0, 2.0]).tolist()
+    [1.0, 2.0]
+    """
+    with _lock:
+        _active.append(_Hooks(is_traced, call))
+        if len(_active) == 1:
+            for name, w in _WRAPPERS.items():
+                setattr(np, name, w)
+    try:
+        yield
+    finally:
+        with _lock:
+            _active.pop()
+            if not _active:
+                for name, orig in _ORIGINAL.items():
+                    setattr(np, name, orig)

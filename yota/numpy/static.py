@@ -1,0 +1,43 @@
+"""Arguments that are data of the trace (indices, counts, widths, modes), read as values.
+
+A lowering sees a NumPy array argument as a tape variable (user arrays become ``const``
+entries of the tape); ``static_value`` reads the constant back. A value computed from the
+function's inputs has no value at lowering time: NumPy functions whose result *shape*
+depends on it (``repeat`` counts, ``pad`` widths...) refuse it with a clear error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from yota.ir.core import Value
+from yota.ir.errors import UnsupportedError
+
+from .registry import LoweringContext
+
+
+def static_value(L: LoweringContext, a: Any, what: str) -> Any:
+    """The value of argument ``a``: itself for Python values, the constant's value for a
+    NumPy array met in user code; a traced value raises ``UnsupportedError`` naming
+    ``what`` (e.g. ``"np.repeat's repeats"``)."""
+    if not L.is_traced(a):
+        if isinstance(a, (list, tuple)) and any(L.is_traced(v) for v in a):
+            return type(a)(static_value(L, v, what) for v in a)
+        return a
+    v: Value = L.operand(a, None, None)
+    for op in reversed(L.b.ops):
+        if op.name == "const" and op.results[0] is v:
+            return np.asarray(op.attrs["value"])
+    raise UnsupportedError(
+        f"{what} is computed from the function's inputs: it decides the result's shape, "
+        "so it must be a constant of the trace (a Python value or an array not derived "
+        "from traced arguments)")
+
+
+def normalize_axis(axis: int, ndim: int, fname: str) -> int:
+    """``axis`` in ``[0, ndim)`` (negative axes count from the end), or an error."""
+    if not -ndim <= axis < max(ndim, 1):
+        raise UnsupportedError(f"{fname}: axis {axis} is out of bounds for a {ndim}-d array")
+    return axis % ndim if ndim else 0
