@@ -56,7 +56,8 @@ class Layout:
     # shape-op results to copy, each with the strided location of its elements in the
     # operand's memory (None: a reshape that strides cannot express)
     materialize: dict[Value, Loc | None] = field(default_factory=dict)
-    copies: dict[tuple[int, int], Loc] = field(default_factory=dict)  # (op, operand)
+    # (op, operand) -> a dedicated contiguous region the operand is copied to before the op
+    copies: dict[tuple[int, int], Loc] = field(default_factory=dict)
     out_copies: list[tuple[int, Value]] = field(default_factory=list)
     out_storage: dict[int, int] = field(default_factory=dict)  # output number -> storage
     ws_bytes: int = 0  # the status words come first
@@ -189,7 +190,13 @@ class LayoutBuilder:
         """``r`` (of op ``i``) has its location."""
 
     def operand_copies(self, i: int, op: Op) -> None:
-        """Ask for contiguous copies of operands op ``i`` cannot read where they are."""
+        """Ask for contiguous copies of operands op ``i`` cannot read where they are: a
+        ``call``'s strided operands (a target may add its own rules)."""
+        if op.name != "call":
+            return
+        for k, v in enumerate(op.operands):
+            if v.type.nbytes and not is_contiguous(self.lay.loc[v], v.shape):
+                self.lay.copies[(i, k)] = self.lay.fresh(v)
 
 
 # -- view arithmetic ------------------------------------------------------------------------

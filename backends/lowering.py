@@ -58,6 +58,15 @@ class FnLowering:
     def loc(self, v: Value) -> Loc:
         return self.lay.loc[v]
 
+    def operand_loc(self, op_index: int, k: int, v: Value) -> Loc:
+        """Where op ``op_index`` reads operand ``k``: a contiguous copy if the layout
+        asked for one (made here), else the value's own location."""
+        dst = self.lay.copies.get((op_index, k))
+        if dst is None:
+            return self.loc(v)
+        self.copy(v.shape, self.loc(v), v.dtype, dst)
+        return dst
+
     def scratch_offset(self, nbytes: int) -> int:
         """Workspace bytes that live only while the current op runs: their offset."""
         off = self.lay.ws_bytes + self.scratch_used

@@ -9,7 +9,7 @@ import numpy as np
 from yota.ir.core import Op, Value
 
 from ..emit import guard_record, new_table
-from ..layout import Loc, is_contiguous
+from ..layout import Loc
 from ..program import STATUS, Call, Gemm, Memset, View
 from .lower import FnGen
 from .special import (
@@ -134,13 +134,6 @@ def _guard(g: FnGen, op: Op) -> None:
 def _call(g: FnGen, op: Op) -> None:
     callee = g.fn.callees[op.attrs["callee"]]
     plan = g.function(callee)
-    ins = []
-    for v in op.operands:
-        loc = g.loc(v)
-        if v.type.nbytes and not is_contiguous(loc, v.shape):
-            dst = g.fresh(v)
-            g.copy(v.shape, loc, v.dtype, dst)
-            loc = dst
-        ins.append(g.ref(loc, v.dtype))
+    ins = [g.ref(g.operand_loc(g.op_index, k, v), v.dtype) for k, v in enumerate(op.operands)]
     outs = tuple(g.ref(g.loc(r), r.dtype) for r in op.results)
     g.steps.append(Call(callee.name, tuple(ins), outs, g.scratch(plan.ws_bytes)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from yota.ir.core import Function, Value
+from yota.ir.core import Function
 
 from ..kernel import Kernel, normalize, rebase
 from ..layout import Loc
@@ -104,11 +104,6 @@ class FnGen(FnLowering):
         """Workspace bytes that live only while the current op runs."""
         off = self.scratch_offset(nbytes)
         return (self.lay.add_storage("ws", off, nbytes), 0)
-
-    def fresh(self, v: Value) -> Loc:
-        """A contiguous scratch region for ``v`` (lives while the current op runs)."""
-        st, _ = self.scratch(v.type.nbytes)
-        return self.lay.contiguous(st, v)
 
     # -- kernels -----------------------------------------------------------------------------
     def launch(self, k: Kernel, args: KernelArgs) -> None:

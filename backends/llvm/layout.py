@@ -14,7 +14,7 @@ from __future__ import annotations
 from yota.ir.core import Function, Op, Value
 from yota.ir.passes.view_safety import view_lifetimes
 
-from ..layout import Layout, LayoutBuilder, Loc, is_contiguous, memory_plan
+from ..layout import Layout, LayoutBuilder, Loc, memory_plan
 
 ALIGN = 64
 STATUS_BYTES = 64
@@ -54,16 +54,13 @@ class _Builder(LayoutBuilder):
         return not self.life.overwritten(b, self.writer.get(src, -1), view)
 
     def operand_copies(self, i: int, op: Op) -> None:
-        """Contiguous copies of a ``call``'s strided operands and of matrices BLAS cannot
-        read."""
+        """Also contiguous copies of the matrices BLAS cannot read."""
+        super().operand_copies(i, op)
+        if op.name != "matmul" or not self.blas:
+            return
         for k, v in enumerate(op.operands):
-            if v.type.nbytes == 0:
-                continue
-            loc = self.lay.loc[v]
-            if op.name in ("call",) and not is_contiguous(loc, v.shape):
-                self.lay.copies[(i, k)] = self.lay.fresh(v)
-            elif (op.name == "matmul" and self.blas and v.dtype.kind == "f"
-                  and blas_matrix(loc, v.shape) is None):
+            if (v.type.nbytes and v.dtype.kind == "f"
+                    and blas_matrix(self.lay.loc[v], v.shape) is None):
                 self.lay.copies[(i, k)] = self.lay.fresh(v)
 
 

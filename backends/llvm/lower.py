@@ -20,7 +20,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 import numpy as np
-from yota.ir.core import Function, Value
+from yota.ir.core import Function
 
 from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize, rebase
 from ..layout import Loc
@@ -175,15 +175,6 @@ class FnGen(FnLowering):
         return self.llfn, self.lay.ws_bytes + self.scratch_max
 
     # -- pointers -------------------------------------------------------------------------
-    def operand_loc(self, op_index: int, k: int, v: Value) -> Loc:
-        """Where op ``op_index`` reads operand ``k``: a contiguous copy if the layout
-        asked for one (made here), else the value's own location."""
-        dst = self.lay.copies.get((op_index, k))
-        if dst is None:
-            return self.loc(v)
-        self.copy(v.shape, self.loc(v), v.dtype, dst)
-        return dst
-
     def elem_ptr(self, loc: Loc, dtype: np.dtype, extra: ir.Value | int = 0) -> ir.Value:
         """Pointer to element ``loc.offset + extra`` of ``loc``'s storage."""
         if loc.storage < 0:
