@@ -11,9 +11,7 @@ enters the target's own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-import numpy as np
 from yota.ir.core import Op, Value
 from yota.ir.ops import OPS
 from yota.ir.ops.fused import kernel_domain
@@ -155,14 +153,3 @@ def _shape(g: FnLowering, op: Op) -> None:
 @register(_SHARED, "const")
 def _const(g: FnLowering, op: Op) -> None:
     """Constants are placed by the layout (globals, uploads or splats): no code."""
-
-
-def guard_record(g: FnLowering, op: Op) -> dict[str, Any]:
-    """The failure record of a guard (what the runtime raises when it does not hold)."""
-    return {"kind": "guard", "attrs": {"kind": op.attrs["kind"],
-                                       "expected": _plain(op.attrs["expected"])},
-            "loc": op.loc, "index": g.op_index, "dtype": op.operands[0].dtype.str}
-
-
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v

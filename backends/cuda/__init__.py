@@ -67,6 +67,7 @@ from yota.ir.core import Function
 from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
+from ..failures import IndexOutOfRange
 from .artifact import Artifact, pack, unpack
 from .kernel import Config
 from .lower import Module
@@ -79,7 +80,7 @@ from .nvrtc import (
     nvrtc_version,
     stats,
 )
-from .runtime import CudaExecutable, CupyDevice, IndexOutOfRange
+from .runtime import CudaExecutable, CupyDevice
 
 __all__ = ["compile", "compile_many", "cuda_source", "lower", "compile_cubin", "compile_archs", "check", "unavailable",
            "target_key", "Config", "CudaExecutable", "CupyDevice", "CudaUnavailable",

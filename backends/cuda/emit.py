@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 from yota.ir.core import Op, Value
 
-from ..emit import guard_record, new_table
+from ..emit import new_table
+from ..failures import guard_record, index_record
 from ..layout import Loc
 from ..program import STATUS, Call, Gemm, Memset, View
 from .lower import FnGen
@@ -88,8 +89,7 @@ def _indexed(g: FnGen, op: Op, *, scatter: bool) -> None:
         g.steps.append(Memset(g.ref(g.loc(big), big.dtype), big.type.nbytes))
     if small.type.size == 0:
         return
-    codes = [g.mod.failure({"kind": "index", "axis": axis + m, "size": big.shape[axis + m],
-                            "loc": op.loc, "index": g.op_index}) for m in range(len(idx))]
+    codes = [g.mod.failure(index_record(op, g.op_index, m)) for m in range(len(idx))]
     src = render_indexed(g.cfg, scatter=scatter, small_shape=small.shape,
                          big_shape=big.shape, axis=axis, small=_strided(g.loc(small), small),
                          big=_strided(g.loc(big), big),
@@ -124,7 +124,7 @@ def _argext(g: FnGen, op: Op) -> None:
 @emitter("guard")
 def _guard(g: FnGen, op: Op) -> None:
     x = op.operands[0]
-    code = g.mod.failure(guard_record(g, op))
+    code = g.mod.failure(guard_record(op, g.op_index))
     src = render_guard(g.cfg, dt=x.dtype, off=0, kind=op.attrs["kind"],
                        expected=op.attrs["expected"], code=code)
     g.special(src, (1, 1, 1), [g.ref(g.loc(x), x.dtype), (STATUS, 0)], block=1)

@@ -20,20 +20,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from yota.ir.errors import GuardFailed, SignatureError, YotaError
-
-# the interpreter's own wording, so every backend fails with the same message
-from yota.ir.interpreter import _guard_message
+from yota.ir.errors import SignatureError
 from yota.ir.types import TensorType
 
+from ..failures import raise_failure
 from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset
 from .kernel import Config
 from .lower import Module
 from .nvrtc import CudaUnavailable, compile_cubin, nvrtc_version
-
-
-class IndexOutOfRange(YotaError, IndexError):
-    """A ``gather``/``scatter_add`` index is outside its axis (that element is skipped)."""
 
 
 def _cupy() -> Any:
@@ -273,15 +267,7 @@ class CudaExecutable:
         code = int(np.frombuffer(raw, np.uint64, count=1)[0])
         if not code:
             return
-        rec = self.module.failures[code - 1]
-        if rec["kind"] == "guard":
-            dt = np.dtype(rec["dtype"])
-            value = np.frombuffer(raw, dt, count=1, offset=8)[0]
-            raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
-                              guard_index=rec["index"], value=value)
-        value = int(np.frombuffer(raw, np.int64, count=1, offset=8)[0])
-        raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
-                              f"with size {rec['size']}")
+        raise_failure(self.module.failures[code - 1], raw)
 
     def __repr__(self) -> str:
         return (f"<CudaExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} "

@@ -60,11 +60,12 @@ from yota.ir.core import Function
 from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
+from ..failures import IndexOutOfRange
 from .jit import emit_object, load_object, optimize
 from .lower import PAR_WORK, Options
 from .module import ENTRY, ENTRY_OBJ, lower_module
 from .pool import ensure_pool
-from .runtime import Artifact, IndexOutOfRange, LLVMExecutable
+from .runtime import Artifact, LLVMExecutable
 from .target import host
 
 __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "options_key",

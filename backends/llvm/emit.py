@@ -13,7 +13,8 @@ import llvmlite.ir as ir
 import numpy as np
 from yota.ir.core import Op, Value
 
-from ..emit import guard_record, new_table
+from ..emit import new_table
+from ..failures import guard_record, index_record
 from ..kernel import Kernel, fill_kernel
 from ..layout import Loc
 from ..lowering import KernelArgs
@@ -103,7 +104,7 @@ def _matmul_loops(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> 
 
 # -- indexing ---------------------------------------------------------------------------------
 def _index_value(g: FnGen, idx_vals: list[Value], locs: list[Loc], at: list[ir.Value],
-                 m: int, dim: int, axis: int) -> ir.Value:
+                 m: int, dim: int, record: dict[str, Any]) -> ir.Value:
     """Index array ``m`` at ``at``, made non-negative; fails the call if out of range."""
     b = g.b
     v = idx_vals[m]
@@ -113,7 +114,7 @@ def _index_value(g: FnGen, idx_vals: list[Value], locs: list[Loc], at: list[ir.V
         raw = b.sext(raw, I64)
     i = b.select(b.icmp_signed("<", raw, i64(0)), b.add(raw, i64(dim)), raw)
     bad = b.or_(b.icmp_signed("<", i, i64(0)), b.icmp_signed(">=", i, i64(dim)))
-    g.fail_if(bad, {"kind": "index", "axis": axis + m, "size": dim}, raw)
+    g.fail_if(bad, record, raw)
     return i
 
 
@@ -127,8 +128,8 @@ def _indexed(g: FnGen, op: Op, big: Value, small: Value, axis: int,
 
     def each(at: list[ir.Value]) -> None:
         pre, mid, post = at[:axis], at[axis:axis + ni], at[axis + ni:]
-        ids = [_index_value(g, idx_vals, locs, mid, m, big.shape[axis + m], axis)
-               for m in range(nk)]
+        ids = [_index_value(g, idx_vals, locs, mid, m, big.shape[axis + m],
+                            index_record(op, g.op_index, m)) for m in range(nk)]
         so = linear(g.b, at, ls.strides, ls.offset)
         bo = linear(g.b, pre + ids + post, lb.strides, lb.offset)
         body(so, bo)
@@ -218,7 +219,7 @@ def _guard(g: FnGen, op: Op) -> None:
     mt = mem_type(x.dtype)
     raw = b.load(g.elem_ptr(g.loc(x), x.dtype), typ=mt)
     ok = _guard_holds(b, x.dtype, raw, op.attrs["kind"], op.attrs["expected"])
-    g.fail_if(b.not_(ok), guard_record(g, op), raw)
+    g.fail_if(b.not_(ok), guard_record(op, g.op_index), raw)
 
 
 def _guard_holds(b: ir.IRBuilder, dt: np.dtype, raw: ir.Value, kind: str, expected: Any

@@ -17,13 +17,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from yota.ir.errors import GuardFailed, SignatureError, YotaError
-
-# the interpreter's own wording, so every backend fails with the same message
-from yota.ir.interpreter import _guard_message
+from yota.ir.errors import SignatureError, YotaError
 from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
+from ..failures import raise_failure
 from .jit import Loaded, cfunc
 from .module import ENTRY, ENTRY_OBJ
 from .target import ARRAY_ABI, Target
@@ -79,10 +77,6 @@ class Recycler:
             if len(self.arrays) > self.DEPTH:
                 del self.arrays[0]
             return a
-
-
-class IndexOutOfRange(YotaError, IndexError):
-    """A ``gather``/``scatter_add`` index is outside its axis (checked before any access)."""
 
 
 class Artifact(BaseArtifact):
@@ -247,15 +241,7 @@ class LLVMExecutable:
         return view, addr + start
 
     def _fail(self, rc: int, ws: tuple[np.ndarray, int]) -> None:
-        rec = self._failures[rc - 1]
-        if rec["kind"] == "guard":
-            dt = np.dtype(rec["dtype"])
-            value = np.frombuffer(ws[0], dt, count=1, offset=8)[0]
-            raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
-                              guard_index=rec["index"], value=value)
-        value = int(np.frombuffer(ws[0], np.int64, count=1, offset=8)[0])
-        raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
-                              f"with size {rec['size']}")
+        raise_failure(self._failures[rc - 1], ws[0])
 
     # -- inspection ---------------------------------------------------------------------
     def assembly(self) -> str:

@@ -1,0 +1,52 @@
+"""Failure records: what generated code reports when a guard does not hold or an index is
+out of range, and the error each one raises.
+
+Lowering numbers the records of a program (code ``k`` is record ``k - 1``); at run time
+the code stops at the first failure and leaves its code and the offending value in the
+status words (the value at byte 8); ``raise_failure`` turns them into the exception the
+reference interpreter raises, with the same message.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import numpy as np
+from yota.ir.core import Op
+from yota.ir.errors import GuardFailed, YotaError
+from yota.ir.interpreter import _guard_message
+
+
+class IndexOutOfRange(YotaError, IndexError):
+    """A ``gather``/``scatter_add`` index is outside its axis."""
+
+
+def guard_record(op: Op, op_index: int) -> dict[str, Any]:
+    """The record of guard ``op`` (the ``op_index``-th op of its function)."""
+    return {"kind": "guard", "attrs": {"kind": op.attrs["kind"],
+                                       "expected": _plain(op.attrs["expected"])},
+            "loc": op.loc, "index": op_index, "dtype": op.operands[0].dtype.str}
+
+
+def index_record(op: Op, op_index: int, m: int) -> dict[str, Any]:
+    """The record of index array ``m`` of ``gather``/``scatter_add`` ``op``."""
+    axis = op.attrs["axis"] + m
+    big = op.result if op.name == "scatter_add" else op.operands[0]
+    return {"kind": "index", "axis": axis, "size": big.shape[axis], "loc": op.loc,
+            "index": op_index}
+
+
+def raise_failure(rec: dict[str, Any], status: Any) -> NoReturn:
+    """Raise the error record ``rec`` describes; ``status``: the status words (bytes or a
+    uint8 array), the offending value at byte 8."""
+    if rec["kind"] == "guard":
+        value = np.frombuffer(status, np.dtype(rec["dtype"]), count=1, offset=8)[0]
+        raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
+                          guard_index=rec["index"], value=value)
+    value = int(np.frombuffer(status, np.int64, count=1, offset=8)[0])
+    raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
+                          f"with size {rec['size']}")
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
