@@ -62,8 +62,7 @@ def _stack(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: int = 
     return join(L, xs, ax, o)
 
 
-def _stacker(name: str, fn: Callable[..., Any], n: int, axis: Callable[[int], int],
-             forward: Callable[..., Any] | None = None) -> None:
+def _stacker(name: str, fn: Callable[..., Any], n: int, axis: Callable[[int], int]) -> None:
     """``np.<name>(tup)``: each array made at least ``n``-d, joined on ``axis(ndim)``."""
 
     def lower(L: LoweringContext, outs: list[TensorType], tup: Any, *, dtype: Any = None,
@@ -71,14 +70,13 @@ def _stacker(name: str, fn: Callable[..., Any], n: int, axis: Callable[[int], in
         o = outs[0]
         return join(L, _pieces(L, tup, o, _atleast(n)), axis(o.ndim), o)
 
-    register(name, forward or fn, fn)(lower)
+    register(name, fn, fn)(lower)
 
 
 _stacker("vstack", np.vstack, 2, lambda nd: 0)
 _stacker("hstack", np.hstack, 1, lambda nd: 0 if nd == 1 else 1)
 _stacker("dstack", np.dstack, 3, lambda nd: 2)
-if hasattr(np, "row_stack"):  # deprecated alias of vstack (NumPy 2.0), removed later
-    _stacker("row_stack", np.row_stack, 2, lambda nd: 0, forward=np.vstack)
+# np.row_stack (deprecated in NumPy 2.0) calls np.vstack, which is traced
 
 
 @register("column_stack", np.column_stack, np.column_stack)

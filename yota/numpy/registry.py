@@ -106,7 +106,7 @@ def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
     for k, why in _REFUSED_KWARGS.items():
         v = kwargs.get(k)
         if v is not None and not (k == "where" and name == "where") and not (
-                k == "order" and v == "C"):
+                k == "order" and v == "C") and not (k == "casting" and v == "same_kind"):
             shown = repr(v) if isinstance(v, (str, int, float)) else "..."
             raise UnsupportedError(f"np.{name}(..., {k}={shown}) at {where()} is not "
                                    f"supported by Yota's tracer: {why}")

@@ -1,0 +1,408 @@
+"""One table of NumPy functions × argument shapes × axes, in the spirit of HIPS autograd's
+and JAX's NumPy test suites: building and joining, shape and data movement, products and
+contractions.
+
+Each row is a function of float arrays (axes, counts, indices and modes are constants of
+the row). For every row:
+
+- values: ``yota.compile`` on the interp and llvm backends, traced on one input and run
+  on another, equals NumPy on the second (dtype, shape and values), for float64 and
+  float32, on contiguous and non-contiguous (transposed or strided) inputs;
+- gradients: ``yota.grad`` of a weighted sum of ``sin`` of the results matches central
+  finite differences along a random direction (float64), on interp and llvm;
+- CUDA: the gradient programs of every row are compiled through NVRTC (sm_80) and run
+  under the CPU emulation of the kernels, matching the reference interpreter.
+
+Shapes include 0-d, empty, size-1 (broadcast) axes, and negative axes.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from yota.backends import cuda
+from yota.backends.cuda.emulate import emulation_available
+from yota.ir import Function
+from yota.ir.autodiff import vjp
+from yota.ir.passes import optimize
+
+import yota
+
+sys.path.insert(0, str(Path(__file__).parent))
+from backend_cases import compare  # noqa: E402
+from gradcheck import check_grad  # noqa: E402
+
+Spec = Any  # a shape tuple (float input), ("int", shape, high) or ("idx", array)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    fn: Callable[..., Any]
+    specs: tuple[Spec, ...]
+    grad: bool = True  # False: the result does not depend smoothly on the inputs
+
+
+def rows(name: str, fn: Callable[..., Any], *specs: tuple[Spec, ...],
+         grad: bool = True) -> list[Row]:
+    """One row per argument spec: ``fn`` on arrays of those shapes."""
+    return [Row(f"{name}-{_label(s)}", fn, s, grad) for s in specs]
+
+
+def _label(specs: tuple[Spec, ...]) -> str:
+    def one(s: Spec) -> str:
+        if s and s[0] == "int":
+            return "i" + "x".join(map(str, s[1]))
+        return "x".join(map(str, s)) or "0d"
+
+    return "_".join(one(s) for s in specs)
+
+
+def seed_of(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
+def by_axis(name: str, make: Callable[[Any], Callable[..., Any]], axes: list[Any],
+            *specs: tuple[Spec, ...]) -> list[Row]:
+    """One row per axis argument and argument spec."""
+    return [Row(f"{name}[{a}]-{_label(s)}", make(a), s) for a in axes for s in specs]
+
+
+# -- the table ---------------------------------------------------------------------------------
+def _iterate(x: Any) -> Any:
+    return sum(r * (i + 1) for i, r in enumerate(x))
+
+
+def _unpack(x: Any) -> Any:
+    a, b, c = x
+    return a * b - c
+
+
+JOINING = [
+    *by_axis("concatenate", lambda ax: lambda a, b: np.concatenate([a, b], axis=ax),
+             [0, -1], ((2, 3), (2, 3)), ((1, 3), (1, 3))),
+    *by_axis("concatenate", lambda ax: lambda a, b: np.concatenate((a, b), axis=ax),
+             [None], ((2, 3), (4,)), ((), ())),
+    *rows("concatenate_empty", lambda a, b: np.concatenate([a, b, a[:0]]), ((0, 3), (2, 3)),
+          ((0,), (0,))),
+    *rows("concatenate_const", lambda a: np.concatenate([a, np.ones((1, 3))], axis=0), ((2, 3),)),
+    *by_axis("stack", lambda ax: lambda a, b: np.stack([a, b], axis=ax), [0, 1, -1],
+             ((2, 3), (2, 3))),
+    *rows("stack_0d", lambda a, b: np.stack((a, b, a)), ((), ())),
+    *rows("vstack", lambda a, b: np.vstack([a, b]), ((3,), (3,)), ((2, 3), (1, 3)), ((), ()),
+          ((0, 3), (2, 3))),
+    *rows("row_stack", lambda a, b: np.row_stack([a, b]), ((3,), (3,))),
+    *rows("hstack", lambda a, b: np.hstack((a, b)), ((3,), (2,)), ((2, 3), (2, 1)), ((), ()),
+          ((2, 0), (2, 2))),
+    *rows("dstack", lambda a, b: np.dstack([a, b]), ((3,), (3,)), ((2, 3), (2, 3)),
+          ((2, 3, 1), (2, 3, 2)), ((), ())),
+    *rows("column_stack", lambda a, b: np.column_stack([a, b]), ((3,), (3,)), ((3,), (3, 2)),
+          ((), ())),
+    *by_axis("append", lambda ax: lambda a, b: np.append(a, b, axis=ax), [None],
+             ((2, 3), (4,)), ((), (2,))),
+    *by_axis("append", lambda ax: lambda a, b: np.append(a, b, axis=ax), [0, -1],
+             ((2, 3), (2, 3))),
+    *by_axis("split", lambda ax: lambda x: np.split(x, 2, axis=ax), [0, -1], ((4, 6),)),
+    *rows("split_indices", lambda x: np.split(x, [1, 1, 4]), ((5, 2),)),
+    *rows("array_split", lambda x: np.array_split(x, 3), ((7,),), ((5, 2),), ((2,),)),
+    *rows("array_split_axis", lambda x: np.array_split(x, [2, 10], axis=1), ((2, 5),)),
+    *rows("hsplit", lambda x: np.hsplit(x, 2), ((4, 6),), ((6,),)),
+    *rows("vsplit", lambda x: np.vsplit(x, [1]), ((3, 2),)),
+    *rows("dsplit", lambda x: np.dsplit(x, 2), ((2, 1, 4),)),
+    *rows("atleast_1d", np.atleast_1d, ((),), ((3,),)),
+    *rows("atleast_2d", np.atleast_2d, ((),), ((3,),), ((2, 3),)),
+    *rows("atleast_3d", np.atleast_3d, ((),), ((3,),), ((2, 3),), ((1, 2, 3),)),
+    *rows("atleast_2d_many", lambda a, b: np.atleast_2d(a, b), ((), (3,))),
+    *rows("broadcast_arrays", lambda a, b: np.broadcast_arrays(a, b), ((3, 1), (4,)),
+          ((), (2,)), ((1, 0), (3, 1))),
+    *rows("meshgrid", lambda a, b: np.meshgrid(a, b), ((3,), (4,)), ((1,), ())),
+    *rows("meshgrid_ij", lambda a, b, c: np.meshgrid(a, b, c, indexing="ij"),
+          ((2,), (3,), (4,))),
+    *rows("meshgrid_sparse", lambda a, b: np.meshgrid(a, b, sparse=True), ((3,), (2, 2))),
+    *rows("r_", lambda a, b: np.r_[a, 1.5, b], ((3,), (2,)), ((), ())),
+    *rows("r_axis", lambda a, b: np.r_["-1", a, b], ((2, 3), (2, 1))),
+    *rows("r_slice", lambda a: np.r_[a, 0:3], ((2,),)),
+    *rows("c_", lambda a, b: np.c_[a, b], ((3,), (3,)), ((2, 2), (2,))),
+    *rows("array_list", lambda a: np.array([a[0], 2.0, a[-1] * 3]), ((4,),)),
+    *rows("array_nested", lambda a, b: np.array([[a, b], [b, 2 * a]]), ((3,), (3,)), ((), ())),
+    *rows("array_tuple", lambda a: np.array((a, np.ones(2))), ((2,),)),
+    *rows("array_dtype", lambda a: np.array([a, a], dtype=np.float64), ((2,),)),
+    *rows("array_ndmin", lambda a: np.array(a, ndmin=3), ((2,),)),
+    *rows("asarray", lambda a: np.asarray(a) * 2, ((2, 3),)),
+    *rows("asarray_list", lambda a: np.asarray([a, a + 1]), ((),)),
+    *rows("array_copy", lambda a: np.array(a) + np.ascontiguousarray(a), ((2, 3),)),
+    *rows("shape_queries", lambda x: x * (np.ndim(x) + np.size(x) + np.shape(x)[0] + len(x)),
+          ((3, 2),)),
+    *rows("iterate", _iterate, ((3, 2),)),
+    *rows("unpack", _unpack, ((3, 2),)),
+]
+
+PADS = [1, ((1, 2), (0, 3)), ((3, 4), (2, 5))]
+MOVEMENT = [
+    *by_axis("pad", lambda w: lambda x: np.pad(x, w), PADS, ((3, 4),)),
+    *rows("pad_1d", lambda x: np.pad(x, (2, 1)), ((3,),), ((0,),)),
+    *rows("pad_0d", lambda x: np.pad(x, 0), ((),)),
+    *rows("pad_values", lambda x: np.pad(x, ((1, 2), (2, 1)), constant_values=((1, 2), (3, 4))),
+          ((3, 4),)),
+    *rows("pad_traced_value", lambda x: np.pad(x, 1, constant_values=np.mean(x)), ((2, 3),)),
+    *[r for mode in ("edge", "reflect", "symmetric", "wrap") for r in by_axis(
+        f"pad_{mode}", lambda w, mode=mode: lambda x: np.pad(x, w, mode=mode), PADS,
+        ((3, 4),))],
+    *rows("pad_reflect_1", lambda x: np.pad(x, 2, mode="reflect"), ((1, 3),)),
+    *by_axis("repeat", lambda ax: lambda x: np.repeat(x, 2, axis=ax), [None, 0, -1], ((2, 3),)),
+    *rows("repeat_counts", lambda x: np.repeat(x, [1, 0, 3], axis=1), ((2, 3),)),
+    *rows("repeat_counts_flat", lambda x: np.repeat(x, [2, 1, 0, 1]), ((2, 2),)),
+    *rows("repeat_0d", lambda x: np.repeat(x, 3), ((),)),
+    *rows("repeat_method", lambda x: x.repeat(2, axis=0), ((2, 3),), ((0, 3),)),
+    *rows("tile", lambda x: np.tile(x, 2), ((3,),), ((),), ((2, 3),)),
+    *rows("tile_reps", lambda x: np.tile(x, (2, 1, 3)), ((2, 3),), ((3,),)),
+    *rows("tile_zero", lambda x: np.tile(x, (2, 0)), ((2, 3),)),
+    *by_axis("roll", lambda ax: lambda x: np.roll(x, 2, axis=ax), [None, 0, -1],
+             ((3, 4),)),
+    *rows("roll_many", lambda x: np.roll(x, (1, -5), axis=(0, 1)), ((3, 4),)),
+    *rows("roll_same_axis", lambda x: np.roll(x, (1, 2), axis=(1, 1)), ((3, 4),)),
+    *rows("roll_empty", lambda x: np.roll(x, 1, axis=0), ((0, 3),)),
+    *by_axis("flip", lambda ax: lambda x: np.flip(x, ax), [None, 0, -1, (0, 2)], ((2, 3, 4),)),
+    *rows("flip_0d", np.flip, ((),)),
+    *rows("fliplr", np.fliplr, ((3, 4),), ((2, 1, 2),)),
+    *rows("flipud", np.flipud, ((3, 4),), ((3,),)),
+    *by_axis("rot90", lambda k: lambda x: np.rot90(x, k), [1, 2, 3, -1], ((3, 4),)),
+    *rows("rot90_axes", lambda x: np.rot90(x, 1, axes=(2, 0)), ((2, 3, 4),)),
+    *by_axis("rollaxis", lambda a: lambda x: np.rollaxis(x, *a), [(2,), (0, 3), (-1, 1)],
+             ((2, 3, 4),)),
+    *by_axis("moveaxis", lambda a: lambda x: np.moveaxis(x, *a), [(0, -1), ((0, 1), (2, 0))],
+             ((2, 3, 4),)),
+    *by_axis("swapaxes", lambda a: lambda x: np.swapaxes(x, *a), [(0, -1)], ((2, 3, 4),)),
+    *by_axis("squeeze", lambda a: lambda x: np.squeeze(x, a), [None, 0, (0, -1)],
+             ((1, 3, 1),)),
+    *by_axis("expand_dims", lambda a: lambda x: np.expand_dims(x, a), [0, -1, (0, 2)],
+             ((2, 3),)),
+    *rows("expand_dims_0d", lambda x: np.expand_dims(x, (0, -1)), ((),)),
+    *rows("ravel_flatten", lambda x: (np.ravel(x), x.ravel(), x.flatten()), ((2, 3),)),
+    *by_axis("tril", lambda k: lambda x: np.tril(x, k), [0, 1, -1], ((3, 4),), ((2, 3, 3),),
+             ((4,),)),
+    *by_axis("triu", lambda k: lambda x: np.triu(x, k), [0, 2, -1], ((3, 4),), ((1, 2, 2),)),
+    *by_axis("diag", lambda k: lambda x: np.diag(x, k), [0, 2, -1], ((3,),), ((3, 4),),
+             ((0,),)),
+    *by_axis("diagflat", lambda k: lambda x: np.diagflat(x, k), [0, -1], ((2, 2),), ((),)),
+    *by_axis("diagonal", lambda a: lambda x: np.diagonal(x, *a), [(), (1,), (-1, 2, 0),
+                                                                  (0, -1, -2)], ((2, 3, 4),)),
+    *rows("diagonal_method", lambda x: x.diagonal(1), ((3, 4),)),
+    *by_axis("trace", lambda a: lambda x: np.trace(x, *a), [(), (1,), (-1,), (0, 1, 2)],
+             ((3, 3, 2),)),
+    *rows("trace_method", lambda x: x.trace(), ((3, 4),)),
+    *by_axis("take", lambda ax: lambda x: np.take(x, [0, 2, -1, 2], axis=ax), [None, 0, -1],
+             ((3, 4),)),
+    *rows("take_2d_index", lambda x: np.take(x, [[0, 3], [1, 1]], axis=1), ((3, 4),)),
+    *rows("take_scalar", lambda x: np.take(x, 1, axis=-1), ((3, 4),)),
+    *by_axis("take_mode", lambda m: lambda x: np.take(x, [5, -7, 1], axis=0, mode=m),
+             ["wrap", "clip"], ((3, 2),)),
+    *rows("take_method", lambda x: x.take([1, 0]), ((2, 2),)),
+    *rows("take_traced_index", lambda x: np.take(x, np.argmax(x, axis=0), axis=0), ((3, 4),)),
+    *rows("take_int_input", lambda x, i: np.take(x, i, axis=1), ((3, 4), ("int", (2, 2), 4))),
+    *by_axis("take_along_axis", lambda ax: lambda x: np.take_along_axis(
+        x, np.array([[0, 2], [1, 1], [2, 0]]), axis=ax), [1, -1], ((3, 4),)),
+    *rows("take_along_axis_0", lambda x: np.take_along_axis(x, np.array([[2, 0, 1, -1]]), 0),
+          ((3, 4),)),
+    *rows("take_along_axis_none", lambda x: np.take_along_axis(x, np.array([5, 0]), None),
+          ((2, 3),)),
+    *rows("take_along_axis_bcast", lambda x: np.take_along_axis(x, np.array([[[1]], [[0]]]), 1),
+          ((2, 3, 4),)),
+    *rows("take_along_argsort", lambda x: np.take_along_axis(
+        x, np.argmax(x, axis=1, keepdims=True), axis=1), ((3, 4),)),
+    *rows("select", lambda x, y: np.select([x > 0, y > 1], [x, x * y], default=-1.0),
+          ((3, 4), (3, 4)), ((3, 1), (4,)), ((), ())),
+    *rows("select_traced_default", lambda x, y: np.select([x < 0], [y], x * 2), ((2, 3), (3,))),
+    *rows("choose", lambda x, y: np.choose(np.array([[0, 1, 2]]), [x, y, np.ones(3)]),
+          ((2, 3), (2, 3)), ((), (3,))),
+    *rows("choose_wrap", lambda x, y: np.choose(np.array([3, -1]), (x, y), mode="wrap"),
+          ((2,), (2,))),
+    *rows("choose_array", lambda x: np.choose(np.array([1, 0, 1]), x), ((2, 3),)),
+    *rows("where3", lambda x, y: np.where(x > y, x, y * 2), ((3, 4), (4,)), ((), (2,))),
+]
+
+EINSUMS = [
+    ("ij,jk->ik", (2, 3), (3, 4)), ("ij,jk", (2, 3), (3, 4)), ("bij,bjk->bki", (5, 2, 3), (5, 3, 4)),
+    ("ii", (3, 3)), ("ii->i", (3, 3)), ("iji->j", (3, 2, 3)), ("ij->", (3, 4)),
+    ("ij->j", (3, 4)), ("ij", (3, 4)), ("ji", (3, 4)), ("i,j->ij", (3,), (4,)),
+    ("i,i", (3,), (3,)), ("ij,ij->ij", (3, 4), (3, 4)), ("ij,ji->", (3, 4), (4, 3)),
+    ("...ij,...jk->...ik", (2, 1, 3, 4), (5, 4, 2)), ("i...,i...", (3, 2), (3, 1)),
+    ("...", ()), (",i->i", (), (3,)), ("i->", (0,)), ("ij,jk", (2, 0), (0, 3)),
+    ("ij,jk,kl->il", (2, 3), (3, 4), (4, 5)), ("abc,cd,bd->ad", (2, 3, 4), (4, 5), (3, 5)),
+    ("ab,cd->dbca", (2, 1), (3, 2)), ("iij->ji", (2, 2, 3)), ("ijk,ikl->ijl", (2, 1, 3), (1, 3, 2)),
+]
+CONTRACTIONS = [
+    *rows("dot", np.dot, ((2, 3, 4), (5, 4, 6)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3)),
+          ((), (2, 3)), ((3,), (3,)), ((2, 3), (3, 4)), ((0, 3), (3, 2)), ((2, 3), ())),
+    *rows("dot_method", lambda a, b: a.dot(b), ((2, 3), (3,))),
+    *rows("matmul", np.matmul, ((2, 1, 3, 4), (5, 4, 2)), ((4,), (2, 4, 3)), ((3, 4), (4,))),
+    *rows("vdot", np.vdot, ((2, 3), (3, 2)), ((1,), (1,))),
+    *rows("inner", np.inner, ((2, 3, 4), (5, 4)), ((4,), (2, 3, 4)), ((), (2, 3)),
+          ((3,), (3,))),
+    *rows("outer", np.outer, ((3,), (4,)), ((2, 2), ()), ((0,), (2,))),
+    *rows("tensordot", np.tensordot, ((2, 3, 4), (3, 4, 5))),
+    *by_axis("tensordot", lambda ax: lambda a, b: np.tensordot(a, b, axes=ax),
+             [0, 1, ([0, 2], [2, 0]), (-1, 0)], ((2, 3, 4), (4, 3, 2))),
+    *rows("kron", np.kron, ((2, 3), (4, 5)), ((3,), (2, 2)), ((), (2,)), ((2, 1, 2), (3,))),
+    *rows("cross", np.cross, ((3,), (3,)), ((4, 3), (3,)), ((2,), (4, 3)), ((1, 3), (2, 1, 3))),
+    *rows("cross_2d", np.cross, ((4, 2), (4, 2))),
+    *rows("cross_axes", lambda a, b: np.cross(a, b, axisa=0, axisb=1, axisc=0),
+          ((3, 4), (4, 3))),
+    *rows("cross_axis", lambda a, b: np.cross(a, b, axis=0), ((3, 2), (3, 2))),
+    *[Row(f"einsum[{s}]-{_label(tuple(shapes))}", lambda *a, s=s: np.einsum(s, *a),
+          tuple(shapes))
+      for s, *shapes in EINSUMS],
+    *rows("einsum_optimize", lambda a, b, c: np.einsum("ij,jk,kl->li", a, b, c, optimize=True),
+          ((2, 3), (3, 4), (4, 5))),
+    *rows("einsum_optimal", lambda a, b, c: np.einsum("abc,cd,bd->ad", a, b, c,
+                                                      optimize="optimal"),
+          ((2, 3, 4), (4, 5), (3, 5))),
+    *rows("einsum_sublists", lambda a, b: np.einsum(a, [0, 1], b, [1, 2], [0, 2]),
+          ((2, 3), (3, 4))),
+    *rows("einsum_sublist_ellipsis", lambda a, b: np.einsum(a, [Ellipsis, 1], b, [1]),
+          ((2, 3), (3,))),
+]
+
+TABLE = JOINING + MOVEMENT + CONTRACTIONS
+
+
+# -- inputs and checks ----------------------------------------------------------------------------
+def _noncontiguous(a: np.ndarray) -> np.ndarray:
+    """``a``'s values in a transposed (2-d and up) or strided (1-d) view."""
+    if a.ndim >= 2:
+        return np.ascontiguousarray(np.swapaxes(a, 0, -1)).swapaxes(0, -1)
+    if a.ndim == 1:
+        big = np.zeros(2 * a.shape[0] + 1, a.dtype)
+        big[1::2] = a
+        return big[1::2]
+    return a
+
+
+def make_args(row: Row, rng: np.random.Generator, dtype: Any = np.float64,
+              contiguous: bool = True) -> list[Any]:
+    out: list[Any] = []
+    for s in row.specs:
+        if s and s[0] == "int":
+            out.append(rng.integers(0, s[2], s[1]))
+            continue
+        a = (rng.standard_normal(s) * 1.5).astype(dtype)
+        out.append(a if contiguous else _noncontiguous(a))
+    return out
+
+
+def leaves(x: Any) -> list[Any]:
+    return [v for item in x for v in leaves(item)] if isinstance(x, (list, tuple)) else [x]
+
+
+def loss_of(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A scalar that depends on every float element of ``fn``'s results (weights fixed)."""
+    def loss(*args: Any) -> Any:
+        total: Any = 0.0
+        for k, out in enumerate(leaves(fn(*args))):
+            if np.asarray(getattr(out, "value", out)).dtype.kind == "f":
+                w = np.random.default_rng(k).uniform(0.5, 1.5, np.shape(out))
+                total = total + np.sum(np.sin(out) * w)
+        return total
+
+    return loss
+
+
+def assert_like_numpy(got: Any, want: Any, rtol: float, where: str) -> None:
+    got_l, want_l = leaves(got), leaves(want)
+    assert len(got_l) == len(want_l), where
+    for i, (g, w) in enumerate(zip(got_l, want_l, strict=True)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype, f"{where}[{i}]: dtype {g.dtype} != {w.dtype}"
+        assert g.shape == w.shape, f"{where}[{i}]: shape {g.shape} != {w.shape}"
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, err_msg=f"{where}[{i}]")
+
+
+IDS = [r.name for r in TABLE]
+
+
+def test_table_names_are_unique() -> None:
+    assert len(set(IDS)) == len(IDS), [n for n in IDS if IDS.count(n) > 1]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("row", TABLE, ids=IDS)
+def test_values_match_numpy(row: Row) -> None:
+    rng = np.random.default_rng(seed_of(row.name))
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        for contiguous in (True, False):
+            ex = make_args(row, rng, dtype, contiguous)
+            new = make_args(row, rng, dtype, contiguous)
+            want = row.fn(*new)
+            for backend in ("interp", "llvm"):
+                got = yota.compile(row.fn, *ex, backend=backend)(*new)
+                assert_like_numpy(got, want, rtol, f"{backend} {np.dtype(dtype)} "
+                                                   f"{'c' if contiguous else 'nc'}")
+
+
+GRAD_ROWS = [r for r in TABLE if r.grad]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("row", GRAD_ROWS, ids=[r.name for r in GRAD_ROWS])
+def test_gradients_match_finite_differences(row: Row) -> None:
+    rng = np.random.default_rng(seed_of(row.name))
+    args = make_args(row, rng, np.float64, contiguous=False)
+    loss = loss_of(row.fn)
+    for backend in ("interp", "llvm"):
+        _, g = yota.grad(loss, *args, backend=backend)
+        check_grad(loss, args, g)
+
+
+# -- CUDA: every row's gradient program through NVRTC and the CPU emulation ----------------------------
+def gradient_program(row: Row) -> tuple[Function, list[np.ndarray]]:
+    args = make_args(row, np.random.default_rng(7), np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        _, tape = yota.trace(loss_of(row.fn), *args)
+    fn = yota.to_ir(tape)
+    wrt = [i for i, v in enumerate(fn.inputs) if v.dtype.kind == "f"]
+    return optimize(vjp(fn, wrt)), [np.asarray(a) for a in args]
+
+
+@pytest.fixture(scope="module")
+def programs() -> list[tuple[str, Function, list[np.ndarray]]]:
+    return [(r.name, *gradient_program(r)) for r in GRAD_ROWS]
+
+
+EMU = emulation_available()
+NVRTC = cuda.nvrtc_available()
+
+
+@pytest.mark.skipif(EMU is not None, reason=f"no CPU emulation of CUDA kernels: {EMU}")
+def test_cuda_kernels_emulated_match_interpreter(programs: Any) -> None:
+    from yota.backends.cuda.emulate import EmuDevice
+    from yota.backends.cuda.lower import module_source
+
+    dev = EmuDevice()
+    mods = [cuda.lower(fn, config=dev.cfg) for _, fn, _ in programs]
+    kernels = {n: s for m in mods for n, s in m.kernels.items()}
+    dev.build(module_source(kernels.values()), list(kernels))
+    bad = []
+    for name, fn, args in programs:
+        msg = compare(fn, args, cuda.compile(fn, device=dev), backend="cuda (emulated)")
+        if msg:
+            bad.append(f"{name}: {msg}")
+    assert not bad, f"{len(bad)} mismatches:\n" + "\n".join(bad[:10])
+
+
+@pytest.mark.skipif(NVRTC is not None, reason=f"NVRTC unavailable: {NVRTC}")
+def test_cuda_kernels_compile_with_nvrtc(programs: Any) -> None:
+    from yota.backends.cuda.lower import module_source
+
+    kernels = {n: s for _, fn, _ in programs for n, s in cuda.lower(fn).kernels.items()}
+    assert kernels
+    cubins = cuda.compile_archs(module_source(kernels.values()), ("sm_80",), fast_compile=True)
+    assert all(len(c) > 0 for c in cubins.values())
