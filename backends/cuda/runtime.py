@@ -20,11 +20,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from yota.ir.errors import SignatureError
-from yota.ir.types import TensorType
 
 from ..failures import raise_failure
 from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset
+from ..signature import check_arity, check_input
 from .kernel import Config
 from .lower import Module
 from .nvrtc import CudaUnavailable, compile_cubin, nvrtc_version
@@ -183,8 +182,7 @@ class CudaExecutable:
 
     def __call__(self, *args: Any) -> list[Any]:
         dev = self.device
-        if len(args) != len(self._in):
-            raise SignatureError(f"@{self.name} takes {len(self._in)} inputs, got {len(args)}")
+        check_arity(self.name, len(self._in), args)
         arrs = [self._input(i, a) for i, a in enumerate(args)]
         outs = [dev.empty(s, d) for s, d in self._out]
         ws = dev.empty((max(self._main.ws_bytes, 1),), np.dtype(np.uint8))
@@ -201,13 +199,7 @@ class CudaExecutable:
         shape, dt = self._in[i]
         dev = self.device
         arr = a if dev.is_array(a) else dev.input(a)
-        name = self._labels[i] or f"input {i}"
-        t = TensorType(dt, shape)
-        if tuple(arr.shape) != shape:
-            raise SignatureError(f"@{self.name}: {name} should have shape {list(shape)} "
-                                 f"({t}), got {list(arr.shape)}")
-        if arr.dtype != dt and not np.can_cast(arr.dtype, dt, casting="same_kind"):
-            raise SignatureError(f"@{self.name}: {name} should be {t}, got {arr.dtype}")
+        check_input(self.name, self._labels[i] or f"input {i}", shape, dt, arr)
         if arr.dtype != dt or not arr.flags.c_contiguous:
             arr = dev.contiguous(arr, dt)
         return arr

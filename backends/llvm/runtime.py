@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 from yota.ir.errors import SignatureError, YotaError
-from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
 from ..failures import raise_failure
+from ..signature import check_arity, check_input
 from .jit import Loaded, cfunc
 from .module import ENTRY, ENTRY_OBJ
 from .target import ARRAY_ABI, Target
@@ -162,8 +162,7 @@ class LLVMExecutable:
 
     def _call(self, args: Sequence[Any], out: Sequence[np.ndarray] | None = None
               ) -> list[np.ndarray]:
-        if len(args) != len(self._in):
-            raise SignatureError(f"@{self.name} takes {len(self._in)} inputs, got {len(args)}")
+        check_arity(self.name, len(self._in), args)
         arrs = list(args)
         for i, a in enumerate(arrs):
             if type(a) is not np.ndarray or a.dtype is not self._in[i][1]:
@@ -204,13 +203,7 @@ class LLVMExecutable:
         arr = np.asarray(a)
         if arr.dtype is not dt and arr.dtype == dt:
             arr = arr.view(dt)
-        name = self._labels[i] or f"input {i}"
-        t = TensorType(dt, shape)
-        if arr.shape != shape:
-            raise SignatureError(f"@{self.name}: {name} should have shape {list(shape)} "
-                                 f"({t}), got {list(arr.shape)}")
-        if arr.dtype != dt and not np.can_cast(arr.dtype, dt, casting="same_kind"):
-            raise SignatureError(f"@{self.name}: {name} should be {t}, got {arr.dtype}")
+        check_input(self.name, self._labels[i] or f"input {i}", shape, dt, arr)
         return np.require(arr, dtype=dt, requirements=["C", "A"])
 
     def _outputs(self, out: Sequence[np.ndarray] | None, args: Sequence[Any]
