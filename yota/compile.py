@@ -11,7 +11,7 @@ from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
 from . import device as _device
-from . import pipeline
+from . import pipeline, randomness
 from .cache import tape_signature
 from .program import Program, signature
 from .structs import rebuild_sequence
@@ -112,12 +112,16 @@ class CompiledFunction:
 
     def __call__(self, *args: Any) -> Any:
         args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"
-        for program in self.programs.get(signature(args), []):
+        programs = self.programs.get(signature(args), [])
+        rngs = randomness.states_of([p.tape for p in programs])
+        for program in programs:
             if not (program.still_valid() and program.tape.bindings_hold()):
                 continue
             try:
                 return _restructure(program.tape.result, program(args))
             except GuardFailed:
+                if rngs is not None:  # the next variant (or the trace) draws them again
+                    randomness.restore_states(*rngs)
                 continue
         if self.f is None:
             raise SignatureError("this function was compiled from a tape; the arguments do not "

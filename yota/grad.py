@@ -24,7 +24,7 @@ from yota.ir.errors import GuardFailed, TraceError
 from yota.ir.printer import print_function
 
 from . import device as _device
-from . import pipeline, structs
+from . import pipeline, randomness, structs
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
 from .tape import Var
@@ -129,6 +129,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
     per_fn = _static_cache.setdefault(_cache_owner(f), {})
     variants = per_fn.setdefault(key, _Variants())
     failed: tuple[Program, GuardFailed] | None = None
+    rngs = randomness.states_of([p.tape for p in variants.programs])
     for program in list(variants.programs):
         if not program.still_valid():
             variants.programs.remove(program)
@@ -139,6 +140,8 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
             stats.guard_failures += 1
             log.info("yota: %s", e)
             failed = (program, e)
+            if rngs is not None:  # the next variant (or the trace) draws the same numbers
+                randomness.restore_states(*rngs)
             continue
         stats.hits += 1
         variants.retraces = 0
@@ -200,7 +203,7 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | 
     if known is not None:
         program = Program.build(tape, known.fn, known.exe)
         try:
-            outs = program(args)
+            outs = program(args, traced_draws=True)
         except GuardFailed:  # its guards were anchored to other inputs' compiled values
             stats.guard_failures += 1
         else:

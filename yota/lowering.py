@@ -98,7 +98,8 @@ def _list_dtype(a: list[Any] | tuple[Any, ...]) -> np.dtype:
 
 def to_ir(tape: Tape, name: str | None = None) -> Function:
     """The typed IR of ``tape``: a function named ``name`` (default: the traced
-    function's name) whose inputs are the arguments' array leaves, then captured arrays.
+    function's name) whose inputs are the arguments' array leaves, then captured arrays,
+    then random draws.
 
     A tape is lowered once per name (IR functions are immutable): a primitive's body is
     traced again from its example arguments, which ``Tape.release_values`` drops after
@@ -126,7 +127,7 @@ def lower_tape(tape: Tape, name: str | None = None) -> Function:
     L = Lowering(b)
     _inputs(tape, L)
     for e in tape.entries:
-        if e.kind in ("input", "getattr", "getitem", "captured"):
+        if e.kind in ("input", "getattr", "getitem", "captured", "random"):
             continue
         with b.at(str(e.loc) if e.loc else None):
             _lower_entry(tape, L, e)
@@ -135,7 +136,7 @@ def lower_tape(tape: Tape, name: str | None = None) -> Function:
 
 
 def _inputs(tape: Tape, L: Lowering) -> None:
-    """IR inputs: every dynamic leaf of the arguments, then captured arrays."""
+    """IR inputs: every dynamic leaf of the arguments, then captured arrays, then draws."""
     for argnum, path, var in tape.leaf_vars:
         t = var.type if var is not None else None
         if t is None:
@@ -149,6 +150,11 @@ def _inputs(tape: Tape, L: Lowering) -> None:
         var = e.outs[0]
         assert var.type is not None  # a captured array is typed when it is recorded
         L.env[var] = L.b.input(var.type, f"captured {e.extra[1]}")
+    for e in tape.randoms:
+        var = e.outs[0]
+        assert var.type is not None  # drawn numbers are typed when they are recorded
+        where = f" at {e.loc}" if e.loc is not None else ""
+        L.env[var] = L.b.input(var.type, f"random.{e.fn}{where}")
 
 
 def _argname(tape: Tape, argnum: int) -> str:

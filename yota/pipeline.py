@@ -181,7 +181,7 @@ def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kin
     guards = sum(op.name == "guard" for op in program.fn.ops)
     for _ in range(guards + 1):
         try:
-            return program, program(args)
+            return program, program(args, traced_draws=True)
         except GuardFailed as e:
             fn = reanchor(program.fn, e)
             if fn is None:

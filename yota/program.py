@@ -61,11 +61,20 @@ class Program:
         return self.tape.bindings_hold() and all(
             scope is None or scope.get(name) is obj for obj, scope, name in self.captured)
 
-    def run(self, leaves: list[Any]) -> list[np.ndarray]:
-        """Run on the arguments' dynamic leaves (see ``flatten_args``)."""
+    def run(self, leaves: list[Any], *, traced_draws: bool = False) -> list[np.ndarray]:
+        """Run on the arguments' dynamic leaves (see ``flatten_args``). Random numbers
+        are drawn again first (``yota.randomness``), unless ``traced_draws``: then the run
+        uses the numbers drawn while tracing (the first run of a program just traced)."""
         if self.captured:
             leaves = leaves + [obj for obj, _, _ in self.captured]
+        if self.tape.randoms:
+            leaves = leaves + (self.tape_draws() if traced_draws else self.tape.draws.replay())
         return self.exe(*leaves)
 
-    def __call__(self, args: Sequence[Any]) -> list[np.ndarray]:
-        return self.run(flatten_args(args)[0])
+    def tape_draws(self) -> list[np.ndarray]:
+        """The numbers drawn while tracing."""
+        return [e.value for e in self.tape.randoms]
+
+    def __call__(self, args: Sequence[Any], *, traced_draws: bool = False
+                 ) -> list[np.ndarray]:
+        return self.run(flatten_args(args)[0], traced_draws=traced_draws)

@@ -39,6 +39,7 @@ import numpy as np
 import yota.backends as _backends
 import yota.ir as _ir
 
+from .randomness import RNG_TYPES
 from .tracer import Tracer
 
 MAX_OBJECTS = 20_000  # objects snapshotted per trace, at most
@@ -64,13 +65,38 @@ class Snapshot:
         self.dicts: list[tuple[dict[Any, Any], dict[Any, Any]]] = []
         self.lists: list[tuple[list[Any], list[Any]]] = []
         self.bindings: list[tuple[dict[str, Any], str, Any]] = []  # globals the code names
+        # where a random generator is held: (dict or list, key) or (closure cell, None)
+        self.rng_slots: list[tuple[Any, Any]] = []
+        self.unrecordable: list[Any] = []  # generators seen where they cannot be swapped
         self._seen: set[int] = set()
 
     @classmethod
-    def of(cls, f: Callable[..., Any]) -> Snapshot:
+    def of(cls, f: Callable[..., Any], args: list[Any] | None = None) -> Snapshot:
+        """The snapshot of what ``f`` reaches; ``args``: the (copied) arguments it will be
+        called with, walked for random generators only."""
         snap = cls()
         snap._walk(list(snap._roots(f)))
+        if args is not None:
+            snap._find_rngs(args)
         return snap
+
+    def _find_rngs(self, args: list[Any]) -> None:
+        todo: list[Any] = [args]
+        seen: set[int] = set()
+        while todo:
+            x = todo.pop()
+            if id(x) in seen or isinstance(x, _ATOMIC):
+                continue
+            seen.add(id(x))
+            items = _items(x)
+            for holder, key, v in items:
+                if isinstance(v, RNG_TYPES):
+                    if holder is not None:  # in a tuple: checked, not recorded
+                        self.rng_slots.append((holder, key))
+                    else:
+                        self.unrecordable.append(v)
+                else:
+                    todo.append(v)
 
     def _walk(self, todo: list[Any]) -> None:
         while todo and len(self._seen) < MAX_OBJECTS:
@@ -86,17 +112,23 @@ class Snapshot:
             return list(self._roots(x)) if _user_code(x) else []
         if isinstance(x, list):
             self.lists.append((x, list(x)))
+            self._rngs_in(x, enumerate(x))
             return x[:MAX_ITEMS]
         if isinstance(x, dict):
             self.dicts.append((x, dict(x)))
+            self._rngs_in(x, x.items())
             return list(x.values())[:MAX_ITEMS]
         if isinstance(x, tuple):
             return list(x[:MAX_ITEMS])
         d = getattr(x, "__dict__", None)
         if isinstance(d, dict) and _user_object(x):
             self.dicts.append((d, dict(d)))
+            self._rngs_in(d, d.items())
             return list(d.values())[:MAX_ITEMS]
         return []
+
+    def _rngs_in(self, holder: Any, items: Any) -> None:
+        self.rng_slots += [(holder, k) for k, v in items if isinstance(v, RNG_TYPES)]
 
     def restore(self) -> None:
         """Put back every attribute, dict item, global binding and list that now holds a
@@ -126,13 +158,18 @@ class Snapshot:
                 return
         for cell in f.__closure__ or ():
             try:
-                yield cell.cell_contents
+                value = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
+            if isinstance(value, RNG_TYPES):
+                self.rng_slots.append((cell, None))
+            yield value
         g = f.__globals__
         for name in set(_names(f.__code__)):
             value = g.get(name, _MISSING)
             self.bindings.append((g, name, value))
+            if isinstance(value, RNG_TYPES):
+                self.rng_slots.append((g, name))
             if value is not _MISSING:
                 yield value
 
@@ -156,6 +193,18 @@ def _user_object(x: Any) -> bool:
     mod = sys.modules.get(type(x).__module__)
     path = getattr(mod, "__file__", None)
     return path is None or _user_file(path)
+
+
+def _items(x: Any) -> list[tuple[Any, Any, Any]]:
+    """(holder, key, value) for the items of a list, dict or object that can be replaced."""
+    if isinstance(x, list):
+        return [(x, i, v) for i, v in enumerate(x[:MAX_ITEMS])]
+    if isinstance(x, dict):
+        return [(x, k, v) for k, v in list(x.items())[:MAX_ITEMS]]
+    if isinstance(x, tuple):
+        return [(None, None, v) for v in x[:MAX_ITEMS]]
+    d = getattr(x, "__dict__", None)
+    return [(d, k, v) for k, v in d.items()] if isinstance(d, dict) else []
 
 
 def _put_back(d: dict[Any, Any], key: Any, old: Any) -> None:

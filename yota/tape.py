@@ -64,7 +64,8 @@ class Entry:
     kinds: ``input`` (an argument), ``getattr``/``getitem`` (field access into a structure
     input), ``call`` (a NumPy-level operation, looked up by ``fn`` in the NumPy → IR
     table, or a primitive), ``const`` (a small array used as a constant), ``captured``
-    (a large array from a closure or global, read at call time), ``guard``.
+    (a large array from a closure or global, read at call time), ``random`` (numbers
+    drawn from a generator, drawn again at every call: ``yota.randomness``), ``guard``.
     """
 
     kind: str
@@ -89,6 +90,8 @@ class Tape:
         self.arg_treedefs: list[Any] = []
         self.leaf_vars: list[tuple[int, tuple[Any, ...], Var | None]] = []  # (arg, path, var)
         self.captured: list[Entry] = []
+        self.randoms: list[Entry] = []  # draws, inputs after the captured arrays
+        self.draws: Any = None  # the random events to replay (yota.randomness.Draws)
         self.argnames: list[str] = []
         self.bound_consts: list[tuple[Any, dict[str, Any], str]] = []  # (array, globals, name)
         # IR lowered from this tape by (name, argnames): filled by yota.lowering.to_ir
@@ -105,7 +108,7 @@ class Tape:
     def release_values(self) -> None:
         """Drop the example values of intermediate entries (a cached program keeps its
         tape; the values would keep every activation of the first call alive). Inputs,
-        constants and captured arrays stay: replays need them."""
+        constants, captured arrays and draws stay: replays need them."""
         for e in self.entries:
             struct = e.kind in ("getattr", "getitem") and e.outs[0].type is None
             if e.kind in ("call", "getattr", "getitem") and not struct:  # a structure
@@ -171,6 +174,10 @@ def format_entry(e: Entry) -> str:
         line = f"{outs} = const({format_static(e.value)})::{e.outs[0].type}"
     elif e.kind == "captured":
         line = f"{outs} = captured({e.extra[1]})::{e.outs[0].type}"
+    elif e.kind == "random":
+        args = [format_static(a) for a in e.args]
+        args += [f"{k}={format_static(v)}" for k, v in e.kwargs.items()]
+        line = f"{outs} = random.{e.fn}({', '.join(args)})::{e.outs[0].type}"
     else:
         args = [format_static(a) for a in e.args]
         args += [f"{k}={format_static(v)}" for k, v in e.kwargs.items()]

@@ -16,6 +16,7 @@ import numpy as np
 from yota.ir.errors import TraceError
 
 from .primitives import temporary_primitives
+from .randomness import Recorder, UnrecordedDraws, recording
 from .sideeffects import Snapshot
 from .structs import rebuild_sequence
 from .tape import Loc, Tape
@@ -44,12 +45,17 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     ctx = TraceContext(tape)
     ctx.inputs = list(args)
     traced_args = [ctx.input(i, a) for i, a in enumerate(args)]
-    snapshot = Snapshot.of(f)
+    snapshot = Snapshot.of(f, traced_args)
+    recorder = Recorder(ctx)
+    check = UnrecordedDraws(snapshot.unrecordable)
     try:
-        with active(ctx), temporary_primitives(f, primitives):
+        with active(ctx), temporary_primitives(f, primitives), \
+                recording(recorder, snapshot.rng_slots):
             result = f(*traced_args)
     finally:
         snapshot.restore()  # no tracer outlives the trace in the user's objects
+    check.after(recorder, tape)
+    tape.draws = recorder.draws
     if ctx.deferred is not None:
         raise ctx.deferred
     tape.result = _result_to_tape(ctx, result)  # may read leaves: before leaf_vars
