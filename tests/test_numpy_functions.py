@@ -172,6 +172,9 @@ MOVEMENT = [
     *rows("roll_many", lambda x: np.roll(x, (1, -5), axis=(0, 1)), ((3, 4),)),
     *rows("roll_same_axis", lambda x: np.roll(x, (1, 2), axis=(1, 1)), ((3, 4),)),
     *rows("roll_empty", lambda x: np.roll(x, 1, axis=0), ((0, 3),)),
+    *rows("roll_traced_shift", lambda x: np.roll(x, np.argmax(x)), ((3, 4),)),
+    *rows("roll_traced_shift_axis", lambda x: np.roll(x, np.argmin(x[0]) - 2, axis=-1),
+          ((3, 4),)),
     *by_axis("flip", lambda ax: lambda x: np.flip(x, ax), [None, 0, -1, (0, 2)], ((2, 3, 4),)),
     *rows("flip_0d", np.flip, ((),)),
     *rows("fliplr", np.fliplr, ((3, 4),), ((2, 1, 2),)),
@@ -420,3 +423,29 @@ def test_cuda_kernels_compile_with_nvrtc(programs: Any) -> None:
     assert kernels
     cubins = cuda.compile_archs(module_source(kernels.values()), ("sm_80",), fast_compile=True)
     assert all(len(c) > 0 for c in cubins.values())
+
+
+# -- what is refused, and how ---------------------------------------------------------------------
+REFUSED: list[tuple[str, Callable[..., Any], str]] = [
+    ("repeat_traced_counts", lambda x: np.repeat(x, np.argmax(x) + 1), "np.repeat's repeats"),
+    ("pad_traced_width", lambda x: np.pad(x, np.argmax(x)), "np.pad's pad_width"),
+    ("tile_traced_reps", lambda x: np.tile(x, np.argmax(x) + 1), "np.tile's reps"),
+    ("pad_mode", lambda x: np.pad(x, 1, mode="median"), "mode='median'"),
+    ("pad_odd", lambda x: np.pad(x, 1, mode="reflect", reflect_type="odd"), "reflect_type"),
+    ("put_along_axis", lambda x: np.put_along_axis(x * 1, np.array([0]), 1.0, axis=0),
+     "np.put_along_axis"),
+    ("r_matrix", lambda x: np.r_["r", x, x], "np.r_['r', ...]"),
+    ("where_one_argument", lambda x: x[np.where(x > 0)[0]], "np.where(condition)"),
+    ("einsum_subscripts", lambda x: np.einsum("i->j", x), "einsum"),
+    ("ufunc_of_list", lambda x: np.exp([x[0], x[1]]), "converted to a plain NumPy array"),
+]
+
+
+@pytest.mark.parametrize("name, fn, part", REFUSED, ids=[r[0] for r in REFUSED])
+def test_refused_with_a_clear_error(name: str, fn: Callable[..., Any], part: str) -> None:
+    """A YotaError naming the function and the user's line (at trace or lowering time)."""
+    x = np.arange(3.0)
+    with pytest.raises(yota.YotaError) as err:
+        yota.grad(lambda x: np.sum(fn(x)), x)
+    msg = str(err.value)
+    assert part in msg and f"{Path(__file__).name}:" in msg, msg

@@ -25,6 +25,7 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
+from ..userloc import where
 from .registry import QUERIES, LoweringContext, register
 
 QUERIES.update({np.shape: np.shape, np.ndim: np.ndim, np.size: np.size})
@@ -70,8 +71,8 @@ def _hooks() -> _Hooks | None:
 def _refuse(kw: dict[str, Any], fname: str) -> None:
     for k in ("like", "device"):
         if kw.get(k) is not None:
-            raise UnsupportedError(f"np.{fname}(..., {k}=...) of a traced value is not "
-                                   "supported")
+            raise UnsupportedError(f"np.{fname}(..., {k}=...) of a traced value at {where()} "
+                                   "is not supported")
 
 
 def _wrap_array(fname: str, copies: bool) -> Callable[..., Any]:
@@ -127,7 +128,8 @@ class _Concatenator:
 
     def _piece(self, item: Any, ndmin: int, trans1d: int) -> Any:
         if isinstance(item, str):
-            raise UnsupportedError("np.r_/np.c_: a directive string must be the first item")
+            raise UnsupportedError(f"np.r_/np.c_ at {where()}: a directive string must be "
+                                   "the first item")
         if isinstance(item, slice):
             return self.original[f"0,{max(ndmin, 1)},{trans1d}", item]
         x = np.array(item)  # the wrapper: a traced value stays traced
@@ -142,12 +144,12 @@ class _Concatenator:
 
 def _directive(s: str, axis: int, ndmin: int, trans1d: int) -> tuple[int, int, int]:
     if s in ("r", "c"):
-        raise UnsupportedError(f"np.r_['{s}', ...] builds a np.matrix, which Yota does not "
-                               "trace; use np.stack or np.concatenate")
+        raise UnsupportedError(f"np.r_['{s}', ...] at {where()} builds a np.matrix, which "
+                               "Yota does not trace; use np.stack or np.concatenate")
     try:
         parts = [int(p) for p in s.split(",")]
     except ValueError:
-        raise UnsupportedError(f"np.r_/np.c_: unknown directive {s!r}") from None
+        raise UnsupportedError(f"np.r_/np.c_ at {where()}: unknown directive {s!r}") from None
     parts += [ndmin, trans1d][len(parts) - 1:]
     return parts[0], parts[1], parts[2]
 

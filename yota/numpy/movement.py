@@ -10,7 +10,8 @@ Each lowers to ops every backend already runs, with a derivative rule each:
                     (``np.pad(np.arange(n), w, mode)``: edge, reflect, symmetric, wrap)
 ``repeat``          ``broadcast`` + ``reshape`` (one count), ``gather`` (counts)
 ``tile``            ``broadcast`` + ``reshape``
-``roll``            two ``slice`` + ``concatenate`` per axis
+``roll``            two ``slice`` + ``concatenate`` per axis (a traced shift:
+                    ``gather`` of ``(arange(n) - shift) % n``)
 ``flip`` & co.      ``flip`` (and ``transpose`` for ``rot90``/``rollaxis``)
 ``tril``/``triu``   ``select`` with a constant mask
 ``diag``            ``pad`` + ``broadcast`` + ``select`` (vector → matrix), ``gather``
@@ -19,8 +20,9 @@ Each lowers to ops every backend already runs, with a derivative rule each:
 ``select``/``choose`` nested ``select``
 =================== ===============================================================
 
-Counts, widths, shifts and axes decide the result's shape, so they must be constants
-of the trace (``static.static_value``); indices may be traced.
+Counts, widths and axes decide the result's shape, so they must be constants of the
+trace (``static.static_value``); indices and a single ``roll`` shift may be traced.
+``put_along_axis`` writes into its argument: refused with an error that says so.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import I64, TensorType
 
+from ..userloc import where
 from .joining import slice_axis
 from .registry import LoweringContext, register
 from .static import normalize_axis, static_value
@@ -148,7 +151,13 @@ def _roll(L: LoweringContext, outs: list[TensorType], a: Any, shift: Any,
           axis: Any = None) -> Value:
     o = outs[0]
     x = L.operand(a, o.dtype, None)
-    s = static_value(L, shift, "np.roll's shift")
+    st = L.type_of(shift) if L.is_traced(shift) else None
+    if st is not None and st.ndim == 0 and (axis is None or np.ndim(axis) == 0):
+        flat = axis is None
+        y = _flat(L, x) if flat else x
+        ax = 0 if flat else normalize_axis(int(axis), x.ndim, "np.roll")
+        return L.b.reshape_to(_roll_traced(L, y, ax, L.operand(shift, None, None)), o.shape)
+    s = static_value(L, shift, "np.roll's shift", "a tuple of shifts must be constants")
     if axis is None:
         return L.b.reshape_to(_roll_axis(L, _flat(L, x), 0, int(np.sum(s))), o.shape)
     total = [0] * x.ndim
@@ -157,6 +166,16 @@ def _roll(L: LoweringContext, outs: list[TensorType], a: Any, shift: Any,
     for ax, sh in enumerate(total):
         x = _roll_axis(L, x, ax, sh)
     return x
+
+
+def _roll_traced(L: LoweringContext, x: Value, ax: int, shift: Value) -> Value:
+    """``np.roll`` by a traced shift: a gather of ``(arange(n) - shift) % n``."""
+    n = x.shape[ax]
+    if n == 0:
+        return x
+    s = L.b.broadcast_to(L.b.convert_to(shift, I64), (n,))
+    idx = L.b.sub(L.b.const(np.arange(n, dtype=np.int64)), s)
+    return L.b.gather(x, L.b.mod(idx, L.b.const(n, I64, (n,))), axis=ax)
 
 
 def _roll_axis(L: LoweringContext, x: Value, ax: int, shift: int) -> Value:
@@ -289,6 +308,17 @@ def _diag(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) -> Val
 def _diagflat(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) -> Value:
     o = outs[0]
     return _diag_matrix(L, _flat(L, L.operand(v, o.dtype, None)), int(k), o)
+
+
+def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> Any:
+    raise UnsupportedError(
+        f"np.put_along_axis at {where()} writes into its first argument, and writes into "
+        "traced arrays are not traced yet: build the result instead, e.g. "
+        "np.where(np.arange(n) == indices, values, arr) along the axis")
+
+
+register("put_along_axis", _put_along_axis, np.put_along_axis)(
+    lambda L, outs, arr, indices, values, axis: None)
 
 
 # -- take, take_along_axis, select, choose --------------------------------------------------------

@@ -18,10 +18,11 @@ from yota.ir.errors import UnsupportedError
 from .registry import LoweringContext
 
 
-def static_value(L: LoweringContext, a: Any, what: str) -> Any:
+def static_value(L: LoweringContext, a: Any, what: str,
+                 why: str = "it decides the result's shape") -> Any:
     """The value of argument ``a``: itself for Python values, the constant's value for a
     NumPy array met in user code; a traced value raises ``UnsupportedError`` naming
-    ``what`` (e.g. ``"np.repeat's repeats"``)."""
+    ``what`` (e.g. ``"np.repeat's repeats"``) and ``why`` it must be static."""
     if not L.is_traced(a):
         if isinstance(a, (list, tuple)) and any(L.is_traced(v) for v in a):
             return type(a)(static_value(L, v, what) for v in a)
@@ -31,9 +32,8 @@ def static_value(L: LoweringContext, a: Any, what: str) -> Any:
         if op.name == "const" and op.results[0] is v:
             return np.asarray(op.attrs["value"])
     raise UnsupportedError(
-        f"{what} is computed from the function's inputs: it decides the result's shape, "
-        "so it must be a constant of the trace (a Python value or an array not derived "
-        "from traced arguments)")
+        f"{what} is computed from the function's inputs: {why}, so it must be a constant "
+        "of the trace (a Python value or an array not derived from traced arguments)")
 
 
 def normalize_axis(axis: int, ndim: int, fname: str) -> int:
