@@ -114,3 +114,19 @@ def test_arctan2_second_order_has_no_nan_at_the_origin() -> None:
                  ["inline"])
     second = run(vjp(h, [0, 1]), np.array([0.0, 1.0]), np.array([0.0, 2.0]))
     assert all(np.all(np.isfinite(v)) for v in second)  # undefined there, but no NaN
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_std_and_var_of_equal_values_have_a_zero_gradient(backend: str) -> None:
+    for x in (np.array([3.0]), np.full(4, 2.0), np.full((2, 3), -1.0)):
+        for f in (np.std, np.var, lambda x: np.std(x, axis=0), lambda x: np.var(x, axis=-1)):
+            v, (g,) = yota.grad(lambda x, f=f: np.sum(f(x)), x, backend=backend)
+            assert float(v) == 0.0 and not np.any(g), (f, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_std_elsewhere_matches_finite_differences(backend: str) -> None:
+    x = np.array([1.0, 2.0, 4.0, -0.5])
+    _, (g,) = yota.grad(lambda x: np.std(x, ddof=1), x, backend=backend)
+    fd = [(np.std(x + e, ddof=1) - np.std(x - e, ddof=1)) / 2e-6 for e in np.eye(4) * 1e-6]
+    np.testing.assert_allclose(g, fd, rtol=1e-6)

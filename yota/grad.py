@@ -100,9 +100,36 @@ _dynamic_cache: dict[str, Program] = {}
 
 def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
          optimize: bool = True, cache: bool = True) -> tuple[Any, GradientResult]:
-    """Value and gradient of scalar function ``f`` at ``args``.
+    """Value and gradient of scalar function ``f`` at ``args``: ``(value, grads)``.
 
-    ``cache=False``: do not use the on-disk cache of compiled programs (``yota.cache``).
+    ``f`` returns a scalar float (a 0-d array or a Python float). ``args`` are arrays,
+    Python floats (traced, differentiable), ints, bools, strings and None (constants of the
+    trace and part of the cache key), and structures of them (dataclasses, objects,
+    NamedTuples, tuples, lists, dicts).
+
+    Parameters:
+
+    - ``dynamic``: False (default) compiles ``f`` once per argument signature and replays
+      the compiled program on later calls; Python code in ``f`` runs only while tracing.
+      True traces ``f`` on every call (its Python side effects run every time) and reuses
+      the compiled program of an identical earlier trace.
+    - ``backend``: ``"llvm"`` (native CPU code, the default), ``"interp"`` (the reference
+      interpreter) or ``"cuda"`` (picked by itself for CuPy arrays).
+    - ``optimize``: run the optimization passes (fusion, memory plan...); False compiles
+      the differentiated program as it is.
+    - ``cache``: consult the on-disk cache of compiled programs (``yota.cache``); False
+      compiles in this process only.
+
+    ``grads[i]`` is the gradient for ``args[i]``: an array of its shape for an array, a
+    float for a Python float, a dict ``{field path: gradient}`` for a structure (only the
+    fields that get one), and ``None`` for an argument that is not differentiable (ints,
+    bools, strings, integer arrays) or that ``f`` does not use.
+
+    A Python value taken from a traced array (``float()``, ``int()``, ``bool()``,
+    ``.item()``, an ``if`` on an array) is a constant of the compiled program, checked by
+    a guard on every call: when it changes, ``f`` is traced again (as a PyTorch ``.item()``
+    detaches). Random numbers drawn inside ``f`` are drawn again at every call, as eager
+    NumPy would (``yota.randomness``).
 
     >>> import numpy as np, yota
     >>> val, g = yota.grad(lambda x, y: np.sum(x * y), np.array([1.0, 2.0]), 3.0)

@@ -21,7 +21,7 @@ from .sideeffects import Snapshot
 from .structs import rebuild_sequence
 from .tape import Loc, Tape
 from .tracer import TraceContext, Tracer, active
-from .validate import argnames, check_callable
+from .validate import argnames, check_arity, check_callable
 
 
 def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
@@ -37,6 +37,7 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     6.0
     """
     check_callable(f, "trace")
+    check_arity(f, args)
     name = getattr(f, "__name__", type(f).__name__)
     code = getattr(f, "__code__", None)
     loc = Loc(code.co_filename, code.co_firstlineno, name) if code else None

@@ -30,6 +30,21 @@ def check_callable(f: Any, api: str) -> None:
                     f"(a callable), got a {type(f).__name__}; call yota.{api}(f, *args)")
 
 
+def check_arity(f: Callable[..., Any], args: Sequence[Any]) -> None:
+    """Raise ``TraceError`` when ``f`` cannot be called with ``len(args)`` positional
+    arguments (before tracing, so the message is not a TypeError from inside Yota)."""
+    try:
+        sig = inspect.signature(f)
+    except (TypeError, ValueError):  # a builtin without a signature: let the call decide
+        return
+    try:
+        sig.bind(*args)
+    except TypeError as e:
+        name = getattr(f, "__name__", type(f).__name__)
+        raise TraceError(f"{name}{sig} cannot be called with {len(args)} argument"
+                         f"{'s' if len(args) != 1 else ''}: {e}") from None
+
+
 def argnames(f: Callable[..., Any], n: int) -> list[str]:
     """Names for ``f``'s first ``n`` positional parameters (``argI`` where unknown)."""
     try:

@@ -63,9 +63,20 @@ def _moment(sqrt: bool) -> Lower:
         ss = _reduce(L, "sum", b.mul(d, d), axes, keepdims, o)
         dof = max(n - (correction if correction is not None else ddof), 0)  # as NumPy
         v = b.div(ss, b.const(dof, o.dtype, o.shape))
-        return b.sqrt(v) if sqrt else v
+        return _safe_sqrt(L, v) if sqrt else v
 
     return lower
+
+
+def _safe_sqrt(L: LoweringContext, v: Value) -> Value:
+    """``sqrt(v)`` whose gradient is 0 where ``v`` is 0 (the std of equal values, of one
+    element): the subgradient at the minimum, not 0 * inf = NaN. The value is unchanged
+    (sqrt(0) = 0); the square root never sees the zero, so no order of derivative does."""
+    b = L.b
+    zero = b.const(0.0, v.dtype, v.shape)
+    at_zero = b.eq(v, zero)
+    root = b.sqrt(b.select(at_zero, b.const(1.0, v.dtype, v.shape), v))
+    return b.select(at_zero, zero, root)
 
 
 register("var", np.var, np.var)(_moment(False))
