@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from backend_cases import compare  # noqa: E402
 from gradcheck import check_grad  # noqa: E402
 
-Spec = Any  # a shape tuple (float input), ("int", shape, high) or ("idx", array)
+Spec = Any  # a shape tuple (float array), ("int", shape, high) or "weak" (a Python float)
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,8 @@ def rows(name: str, fn: Callable[..., Any], *specs: tuple[Spec, ...],
 
 def _label(specs: tuple[Spec, ...]) -> str:
     def one(s: Spec) -> str:
+        if s == "weak":
+            return "py"
         if s and s[0] == "int":
             return "i" + "x".join(map(str, s[1]))
         return "x".join(map(str, s)) or "0d"
@@ -140,6 +142,9 @@ JOINING = [
     *rows("array_ndmin", lambda a: np.array(a, ndmin=3), ((2,),)),
     *rows("asarray", lambda a: np.asarray(a) * 2, ((2, 3),)),
     *rows("asarray_list", lambda a: np.asarray([a, a + 1]), ((),)),
+    *rows("asarray_python_float", lambda x, a: np.asarray(a) * x, ((3,), "weak")),
+    *rows("array_python_floats", lambda x, a: np.array([a, 2 * a, 1]) * x, ((3,), "weak")),
+    *rows("r_python_float", lambda x, a: np.r_[a, x, 1.5], ((3,), "weak")),
     *rows("array_copy", lambda a: np.array(a) + np.ascontiguousarray(a), ((2, 3),)),
     *rows("shape_queries", lambda x: x * (np.ndim(x) + np.size(x) + np.shape(x)[0] + len(x)),
           ((3, 2),)),
@@ -295,6 +300,9 @@ def make_args(row: Row, rng: np.random.Generator, dtype: Any = np.float64,
               contiguous: bool = True) -> list[Any]:
     out: list[Any] = []
     for s in row.specs:
+        if s == "weak":  # a Python float: traced, and weak in NumPy's promotion
+            out.append(float(rng.uniform(0.5, 2.0)))
+            continue
         if s and s[0] == "int":
             out.append(rng.integers(0, s[2], s[1]))
             continue

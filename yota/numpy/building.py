@@ -85,7 +85,7 @@ def _wrap_array(fname: str, copies: bool) -> Callable[..., Any]:
         _refuse(kw, fname)
         dtype = args[0] if args else kw.get("dtype")
         ndmin = kw.get("ndmin", 0)
-        if h.is_traced(obj) and ndmin <= obj.ndim:
+        if h.is_traced(obj) and ndmin <= obj.ndim and not obj.weak:  # weak: a Python float
             if dtype is not None and np.dtype(dtype) != obj.dtype:
                 return h.call("astype", obj, dtype)
             copy = kw.get("copy", True if copies else None)
@@ -118,10 +118,12 @@ class _Concatenator:
             axis, ndmin, trans1d = _directive(items[0], axis, ndmin, trans1d)
             items = items[1:]
         objs = [self._piece(v, ndmin, trans1d) for v in items]
-        scalars = [i for i, v in enumerate(items) if type(v) in (int, float, bool)]
+        # Python scalars (traced Python floats too) are weak: they take the arrays' dtype
+        scalars = [i for i, v in enumerate(items) if type(v) in (int, float, bool)
+                   or getattr(v, "weak", False)]
         if scalars:
             dt = np.result_type(*[o.dtype for i, o in enumerate(objs) if i not in scalars],
-                                *[items[i] for i in scalars])
+                                *[getattr(items[i], "value", items[i]) for i in scalars])
             for i in scalars:
                 objs[i] = np.array(items[i], dtype=dt, ndmin=max(ndmin, 1))
         return np.concatenate(objs, axis=axis)
