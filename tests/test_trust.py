@@ -208,3 +208,41 @@ def test_an_untraced_array_method_is_a_yota_error_and_an_attribute_error() -> No
         yota.grad(lambda x: np.sum(x.searchsorted(0.5)), np.ones(3))
     with pytest.raises(AttributeError):
         yota.grad(lambda x: np.sum(x.not_an_ndarray_attribute), np.ones(3))
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm", "cuda-emulated"])
+def test_every_backend_reports_the_guarded_value_so_a_guard_can_be_reanchored(
+        backend: str) -> None:
+    """A guard whose expected value is off by one ulp (as NumPy's mean against a compiled
+    one can be) fails with the value the program computed; re-anchored to it, the program
+    passes on the same inputs."""
+    from yota.backends import get_backend
+    from yota.ir import Builder, GuardFailed, TensorType
+
+    from yota import pipeline
+
+    b = Builder("mean_guard")
+    x = b.input(TensorType("f64", (5,)))
+    m = b.div(b.sum(x, axes=(0,)), b.const(5.0, "f64", ()))
+    x0 = np.random.default_rng(3).standard_normal(5)
+    true = float(np.sum(x0) / 5.0)
+    b.guard(m, expected=float(np.nextafter(true, np.inf)), kind="float")
+    fn = b.build([m])
+    if backend == "cuda-emulated":
+        from test_cuda_ops import EMU, emulator
+
+        if EMU:
+            pytest.skip(EMU)
+        from yota.backends import cuda
+
+        def compile_(f: Any) -> Any:
+            return cuda.compile(f, device=emulator([f]))
+    else:
+        compile_ = get_backend(backend).compile
+    with pytest.raises(GuardFailed) as e:
+        compile_(fn)(x0)
+    assert e.value.value is not None
+    anchored = pipeline.reanchor(fn, e.value)
+    assert anchored is not None
+    (got,) = compile_(anchored)(x0)
+    assert float(np.asarray(got)) == float(e.value.value)
