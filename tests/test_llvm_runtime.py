@@ -334,3 +334,14 @@ def test_split_kernels_survive_unloading_their_code() -> None:
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "OK" in r.stdout, (r.returncode, r.stderr[-2000:])
+
+
+def test_docstring_examples() -> None:
+    """The examples of the llvm backend and of the shared kernel layer run as written."""
+    import doctest
+
+    import yota.backends.kernel as kernel
+    import yota.ir.passes.view_safety as view_safety
+
+    for mod in (native, kernel, view_safety):
+        assert doctest.testmod(mod).failed == 0, mod.__name__
