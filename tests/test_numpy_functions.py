@@ -446,6 +446,9 @@ REFUSED: list[tuple[str, Callable[..., Any], str]] = [
     ("where_one_argument", lambda x: x[np.where(x > 0)[0]], "np.where(condition)"),
     ("einsum_subscripts", lambda x: np.einsum("i->j", x), "einsum"),
     ("ufunc_of_list", lambda x: np.exp([x[0], x[1]]), "converted to a plain NumPy array"),
+    ("traced_axis", lambda x: np.concatenate([x, x], axis=np.argmax(x[:1])),
+     "the axis must be a Python int"),
+    ("pad_dict", lambda x: np.pad(x, {0: (1, 1)}), "np.pad with a dict"),
 ]
 
 

@@ -19,6 +19,7 @@ from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
 from .registry import LoweringContext, register
+from .static import normalize_axis
 
 
 def join(L: LoweringContext, xs: list[Value], axis: int, out: TensorType) -> Value:
@@ -38,7 +39,7 @@ def _concatenate(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: 
     if axis is None:
         xs = [L.b.reshape_to(x, (x.type.size,)) for x in xs]
         axis = 0
-    return join(L, xs, axis % o.ndim, o)
+    return join(L, xs, normalize_axis(axis, o.ndim, "np.concatenate"), o)
 
 
 def _pieces(L: LoweringContext, arrays: Any, o: TensorType,
@@ -57,7 +58,7 @@ def _atleast(n: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
 def _stack(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: int = 0,
            out: Any = None, dtype: Any = None, casting: Any = None) -> Value:
     o = outs[0]
-    ax = axis % o.ndim
+    ax = normalize_axis(axis, o.ndim, "np.stack")
     xs = _pieces(L, arrays, o, lambda s: s[:ax] + (1,) + s[ax:])
     return join(L, xs, ax, o)
 
@@ -93,7 +94,7 @@ def _append(L: LoweringContext, outs: list[TensorType], arr: Any, values: Any,
     xs = [L.operand(a, o.dtype, None) for a in (arr, values)]
     if axis is None:
         return join(L, [L.b.reshape_to(x, (x.type.size,)) for x in xs], 0, o)
-    return join(L, xs, axis % o.ndim, o)
+    return join(L, xs, normalize_axis(axis, o.ndim, "np.append"), o)
 
 
 # -- splitting ------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def _splitter(name: str, fn: Callable[..., Any]) -> None:
     def lower(L: LoweringContext, outs: list[TensorType], ary: Any, indices_or_sections: Any,
               axis: int = 0) -> list[Value]:
         x = L.operand(ary, None, None)
-        return _cut(L, x, axis % max(x.ndim, 1), outs)
+        return _cut(L, x, normalize_axis(axis, x.ndim, f"np.{name}"), outs)
 
     register(name, lambda *a, **k: list(fn(*a, **k)), fn)(lower)
 

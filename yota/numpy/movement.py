@@ -69,6 +69,9 @@ def _pad(L: LoweringContext, outs: list[TensorType], array: Any, pad_width: Any,
          mode: Any = "constant", **kwargs: Any) -> Value:
     o = outs[0]
     x = L.operand(array, o.dtype, None)
+    if isinstance(pad_width, dict):
+        raise UnsupportedError("np.pad with a dict of widths is not supported; give a "
+                               "sequence of (before, after) pairs")
     widths = np.broadcast_to(np.asarray(static_value(L, pad_width, "np.pad's pad_width"),
                                         np.int64), (x.ndim, 2))
     if mode in ("constant", "empty"):

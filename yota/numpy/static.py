@@ -15,7 +15,13 @@ import numpy as np
 from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 
+from ..tape import Var
 from .registry import LoweringContext
+
+
+def is_var(a: Any) -> bool:
+    """Whether a lowering argument is a tape variable (a traced or recorded array)."""
+    return isinstance(a, Var)
 
 
 def static_value(L: LoweringContext, a: Any, what: str,
@@ -36,8 +42,13 @@ def static_value(L: LoweringContext, a: Any, what: str,
         "of the trace (a Python value or an array not derived from traced arguments)")
 
 
-def normalize_axis(axis: int, ndim: int, fname: str) -> int:
+def normalize_axis(axis: Any, ndim: int, fname: str) -> int:
     """``axis`` in ``[0, ndim)`` (negative axes count from the end), or an error."""
+    if not isinstance(axis, (int, np.integer)):
+        what = "a traced value" if is_var(axis) else type(axis).__name__
+        raise UnsupportedError(f"{fname}: the axis must be a Python int (a constant of the "
+                               f"trace), not {what}")
+    axis = int(axis)
     if not -ndim <= axis < max(ndim, 1):
         raise UnsupportedError(f"{fname}: axis {axis} is out of bounds for a {ndim}-d array")
     return axis % ndim if ndim else 0
