@@ -42,8 +42,8 @@ def _einsum(L: LoweringContext, outs: list[TensorType], *operands: Any, out: Any
     terms, output = parse(subscripts, [x.ndim for x in xs])
     ops = [_diagonals(L, x, t) for x, t in zip(xs, terms, strict=True)]
     ops = _broadcast_labels(L, ops)
-    order = _path(subscripts, [x.shape for x in xs], optimize, len(ops))
-    for group in order:
+    path = _path(subscripts, [x.shape for x in xs], optimize, len(ops))
+    for group in path:
         picked = [ops[i] for i in group]
         ops = [v for i, v in enumerate(ops) if i not in group]
         while len(picked) > 1:
