@@ -134,9 +134,10 @@ class _Concatenator:
                                    "the first item")
         if isinstance(item, slice):
             return self.original[f"0,{max(ndmin, 1)},{trans1d}", item]
-        x = np.array(item)  # the wrapper: a traced value stays traced
+        x = np.asarray(item)  # the wrapper: a traced value stays traced
         nd = x.ndim
-        x = np.array(x, ndmin=ndmin)
+        if nd < ndmin:
+            x = np.array(x, ndmin=ndmin)
         if trans1d != -1 and nd < ndmin:
             k2, k1 = ndmin - nd, trans1d if trans1d >= 0 else trans1d + ndmin - nd + 1
             order = list(range(ndmin))
