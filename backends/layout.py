@@ -10,9 +10,12 @@ region of the call's workspace, a constant) with an element offset and element s
   its location is the operand's, with other strides, and no code runs for it. Which of
   those the target keeps as views is its ``LayoutBuilder.view`` (``llvm/layout.py``,
   ``cuda/layout.py``).
-- Every other shape op (``SHAPE_OPS``: also ``flip``, whose result the plan gives a
-  buffer of its own) is *materialized*: copied into the buffer the plan gave it, or a
-  region of its own.
+- A shape op (``SHAPE_OPS``: those and ``flip``, whose result the plan gives a buffer of
+  its own) that is not a view is *materialized*: copied into the buffer the plan gave
+  it, or a region of its own (``materialize``).
+- An operand an op cannot read where it is (a ``call``'s strided operand; a target adds
+  its own rules, ``LayoutBuilder.operand_copies``) gets a contiguous copy in a region of
+  its own, made right before the op (``copies``).
 - An output whose buffer holds nothing bigger is written straight into the caller's
   output array; other outputs are copied there at the end (``out_copies``).
 """
@@ -214,51 +217,65 @@ def reshape_strides(old: tuple[int, ...], strides: tuple[int, ...],
     if int(np.prod(old, dtype=np.int64)) == 0:
         return contiguous_strides(new)
     od = [(d, s) for d, s in zip(old, strides, strict=True) if d != 1]
-    out: list[int] = []
-    i = 0
-    j = 0
     nd = list(new)
+    out: list[int] = []
+    i = j = 0
     while j < len(nd):
         if nd[j] == 1:
             out.append(0)
             j += 1
             continue
-        # take old dims until the products match
         if i >= len(od):
             return None
-        po, pn = od[i][0], nd[j]
-        oi, nj = [i], [j]
-        while po != pn:
-            if po < pn:
-                i += 1
-                if i >= len(od):
-                    return None
-                po *= od[i][0]
-                oi.append(i)
-            else:
-                j += 1
-                while j < len(nd) and nd[j] == 1:
-                    j += 1
-                if j >= len(nd):
-                    return None
-                pn *= nd[j]
-                nj.append(j)
-        for a, b in zip(oi, oi[1:], strict=False):
-            if od[a][1] != od[b][1] * od[b][0]:
+        groups = _matching_group(od, nd, i, j)
+        if groups is None:
+            return None
+        oi, nj = groups
+        st = _group_strides(od, oi, nd, nj)
+        if st is None:
+            return None
+        out.extend(st)
+        i, j = oi[-1] + 1, nj[-1] + 1
+    return tuple(out) if i == len(od) else None
+
+
+def _matching_group(od: list[tuple[int, int]], nd: list[int], i: int, j: int
+                    ) -> tuple[list[int], list[int]] | None:
+    """The old axes from ``i`` and new axes from ``j`` whose sizes have equal products."""
+    po, pn = od[i][0], nd[j]
+    oi, nj = [i], [j]
+    while po != pn:
+        if po < pn:
+            i += 1
+            if i >= len(od):
                 return None
-        st = od[oi[-1]][1]
-        group = list(range(nj[0], nj[-1] + 1))
-        gs = {}
-        for g in reversed(group):
-            gs[g] = st if nd[g] != 1 else 0
-            if nd[g] != 1:
-                st *= nd[g]
-        out.extend(gs[g] for g in group)
-        i += 1
-        j = nj[-1] + 1
-    if i != len(od):
-        return None
-    return tuple(out)
+            po *= od[i][0]
+            oi.append(i)
+        else:
+            j += 1
+            while j < len(nd) and nd[j] == 1:
+                j += 1
+            if j >= len(nd):
+                return None
+            pn *= nd[j]
+            nj.append(j)
+    return oi, nj
+
+
+def _group_strides(od: list[tuple[int, int]], oi: list[int], nd: list[int], nj: list[int]
+                   ) -> list[int] | None:
+    """Strides of new axes ``nj[0]..nj[-1]`` over old axes ``oi`` (None unless those are
+    one contiguous run of memory)."""
+    for a, b in zip(oi, oi[1:], strict=False):
+        if od[a][1] != od[b][1] * od[b][0]:
+            return None
+    st = od[oi[-1]][1]
+    out = []
+    for g in reversed(range(nj[0], nj[-1] + 1)):
+        out.append(st if nd[g] != 1 else 0)
+        if nd[g] != 1:
+            st *= nd[g]
+    return out[::-1]
 
 
 def strided_view(op: Op, loc: Loc, shape: tuple[int, ...]) -> Loc | None:

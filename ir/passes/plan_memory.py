@@ -110,19 +110,7 @@ class _Planner:
         outputs = set(self.fn.outputs)
         for op in self.fn.ops:
             for r in op.results:
-                src = op.operands[0] if op.operands else r
-                if op.name == "const":
-                    contiguous.add(r)
-                elif op.name in VIEW_OPS and r not in outputs and (
-                        op.name != "reshape" or src in contiguous):
-                    self.root[r] = self.root.get(src, src)
-                    if op.name == "reshape":
-                        contiguous.add(r)
-                        if src not in self.root or src in self.same_index:
-                            self.same_index.add(r)
-                elif r.type.nbytes > 0:
-                    self.needs.add(r)
-                    contiguous.add(r)
+                self._classify(op, r, contiguous, outputs)
         for i, op in enumerate(self.fn.ops):
             for r in op.results:
                 if r in self.needs:
@@ -131,6 +119,22 @@ class _Planner:
                 self._touch(v, i)
         for v in self.fn.outputs:
             self._touch(v, len(self.fn.ops))
+
+    def _classify(self, op: Op, r: Value, contiguous: set[Value], outputs: set[Value]) -> None:
+        """Whether ``r`` views another value's memory (``root``) or needs a buffer."""
+        src = op.operands[0] if op.operands else r
+        if op.name == "const":
+            contiguous.add(r)
+        elif op.name in VIEW_OPS and r not in outputs and (
+                op.name != "reshape" or src in contiguous):
+            self.root[r] = self.root.get(src, src)
+            if op.name == "reshape":
+                contiguous.add(r)
+                if src not in self.root or src in self.same_index:
+                    self.same_index.add(r)
+        elif r.type.nbytes > 0:
+            self.needs.add(r)
+            contiguous.add(r)
 
     def _touch(self, v: Value, i: int) -> None:
         v = self.root.get(v, v)
