@@ -3,10 +3,8 @@
 - A view the plan made stays a view when strides express it and the memory it reads is not overwritten while the
   view (or a view of it) is still used (``yota.ir.passes.view_safety``: the plan lets an
   elementwise op write in place into a buffer a view of it reads).
-- Every op reading a value must be able to take its strides: kernels take any strides,
-  BLAS takes a matrix or its transpose with unit inner stride, a ``call`` needs a
-  contiguous array. An operand that does not fit gets a contiguous copy in a dedicated
-  region (``copies``), made right before its op.
+- BLAS takes a matrix or its transpose with unit inner stride: a matrix product's
+  operand that is neither gets a contiguous copy (``copies``), made right before it.
 """
 
 from __future__ import annotations
