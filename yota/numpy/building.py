@@ -59,13 +59,16 @@ class _Hooks:
 
 
 _lock = threading.Lock()
-_active: list[_Hooks] = []
+_installed = [0]  # traces running in any thread: the wrappers stay in place while > 0
+_local = threading.local()  # .hooks: this thread's (innermost trace first)
 _ORIGINAL = {name: getattr(np, name) for name in
              ("array", "asarray", "asanyarray", "ascontiguousarray", "r_", "c_")}
 
 
 def _hooks() -> _Hooks | None:
-    return _active[-1] if _active else None
+    """This thread's hooks while it traces (other threads' calls go to NumPy at once)."""
+    stack = getattr(_local, "hooks", None)
+    return stack[-1] if stack else None
 
 
 def _refuse(kw: dict[str, Any], fname: str) -> None:
@@ -178,16 +181,21 @@ def constructors(is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> 
     ...     np.array([1.0, 2.0]).tolist()
     [1.0, 2.0]
     """
+    stack = getattr(_local, "hooks", None)
+    if stack is None:
+        stack = _local.hooks = []
+    stack.append(_Hooks(is_traced, call))
     with _lock:
-        _active.append(_Hooks(is_traced, call))
-        if len(_active) == 1:
+        _installed[0] += 1
+        if _installed[0] == 1:
             for name, w in _WRAPPERS.items():
                 setattr(np, name, w)
     try:
         yield
     finally:
+        stack.pop()
         with _lock:
-            _active.pop()
-            if not _active:
+            _installed[0] -= 1
+            if not _installed[0]:
                 for name, orig in _ORIGINAL.items():
                     setattr(np, name, orig)
