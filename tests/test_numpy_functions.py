@@ -460,3 +460,17 @@ def test_refused_with_a_clear_error(name: str, fn: Callable[..., Any], part: str
         yota.grad(lambda x: np.sum(fn(x)), x)
     msg = str(err.value)
     assert part in msg and f"{Path(__file__).name}:" in msg, msg
+
+
+def test_numpy_constructors_are_numpys_outside_traces() -> None:
+    """np.array & co. are wrapped only while a trace runs, also when it fails."""
+    originals = (np.array, np.asarray, np.r_, np.c_)
+
+    def fails(x: Any) -> Any:
+        assert np.array is not originals[0]  # wrapped while tracing
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        yota.trace(fails, np.ones(2))
+    yota.trace(lambda x: np.array([x, x]), np.ones(2))
+    assert (np.array, np.asarray, np.r_, np.c_) == originals
