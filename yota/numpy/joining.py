@@ -1,5 +1,5 @@
 """Joining and splitting: ``concatenate``, ``stack`` and its variants (``vstack``,
-``hstack``, ``dstack``, ``column_stack``, ``row_stack``), ``append``, ``split`` and its
+``hstack``, ``dstack``, ``column_stack``, ``row_stack``), ``block``, ``append``, ``split`` and its
 variants (``array_split``, ``hsplit``, ``vsplit``, ``dsplit``), ``atleast_1d/2d/3d``,
 ``broadcast_arrays`` and ``meshgrid``.
 
@@ -95,6 +95,29 @@ def _append(L: LoweringContext, outs: list[TensorType], arr: Any, values: Any,
     if axis is None:
         return join(L, [L.b.reshape_to(x, (x.type.size,)) for x in xs], 0, o)
     return join(L, xs, normalize_axis(axis, o.ndim, "np.append"), o)
+
+
+def _depth(x: Any) -> int:
+    return 1 + _depth(x[0]) if isinstance(x, list) and x else int(isinstance(x, list))
+
+
+@register("block", np.block, np.block)
+def _block(L: LoweringContext, outs: list[TensorType], arrays: Any) -> Value:
+    """Nested lists: the innermost are joined on the last axis, the outermost on the
+    ``depth``-th from the end; every array first gets leading axes up to the result's."""
+    o = outs[0]
+    depth = _depth(arrays)
+
+    def build(item: Any, level: int) -> Value:
+        if isinstance(item, list):
+            parts = [build(v, level + 1) for v in item]
+            ax = o.ndim - (depth - level)
+            kept = [p for p in parts if p.shape[ax] > 0] or parts[:1]
+            return kept[0] if len(kept) == 1 else L.b.concatenate(*kept, axis=ax)
+        x = L.operand(item, o.dtype, None)
+        return L.b.reshape_to(x, (1,) * (o.ndim - x.ndim) + x.shape)
+
+    return L.b.reshape_to(build(arrays, 0), o.shape)
 
 
 # -- splitting ------------------------------------------------------------------------------

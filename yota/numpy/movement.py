@@ -1,6 +1,6 @@
 """Data movement: ``pad``, ``repeat``, ``tile``, ``roll``, ``flip``/``fliplr``/``flipud``,
 ``rot90``, ``rollaxis``, ``tril``/``triu``, ``diag``/``diagflat``/``diagonal``/``trace``,
-``take``/``take_along_axis``, ``select`` and ``choose``.
+``take``/``take_along_axis``, ``delete``, ``select`` and ``choose``.
 
 Each lowers to ops every backend already runs, with a derivative rule each:
 
@@ -17,6 +17,7 @@ Each lowers to ops every backend already runs, with a derivative rule each:
 ``diag``            ``pad`` + ``broadcast`` + ``select`` (vector → matrix), ``gather``
 ``diagonal``        ``transpose`` + ``gather`` (``trace``: and ``sum``)
 ``take*``           ``gather`` (``mode='wrap'/'clip'``: ``mod``/``clip`` of the indices)
+``delete``          ``gather`` of the kept indices
 ``select``/``choose`` nested ``select``
 =================== ===============================================================
 
@@ -311,6 +312,20 @@ def _diag(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) -> Val
 def _diagflat(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) -> Value:
     o = outs[0]
     return _diag_matrix(L, _flat(L, L.operand(v, o.dtype, None)), int(k), o)
+
+
+@register("delete", np.delete, np.delete)
+def _delete(L: LoweringContext, outs: list[TensorType], arr: Any, obj: Any,
+            axis: Any = None) -> Value:
+    o = outs[0]
+    x = L.operand(arr, o.dtype, None)
+    if axis is None:
+        x, ax = _flat(L, x), 0
+    else:
+        ax = normalize_axis(axis, x.ndim, "np.delete")
+    drop = static_value(L, obj, "np.delete's obj")
+    kept = np.delete(np.arange(x.shape[ax]), drop)
+    return L.b.reshape_to(_gather1(L, x, kept, ax), o.shape)
 
 
 def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> Any:
