@@ -1,6 +1,7 @@
 """Data movement: ``pad``, ``repeat``, ``tile``, ``roll``, ``flip``/``fliplr``/``flipud``,
 ``rot90``, ``rollaxis``, ``tril``/``triu``, ``diag``/``diagflat``/``diagonal``/``trace``,
-``take``/``take_along_axis``, ``delete``, ``select`` and ``choose``.
+``take``/``take_along_axis``, ``delete``, ``insert``, ``resize``, ``compress``, ``select``
+and ``choose``.
 
 Each lowers to ops every backend already runs, with a derivative rule each:
 
@@ -18,6 +19,8 @@ Each lowers to ops every backend already runs, with a derivative rule each:
 ``diagonal``        ``transpose`` + ``gather`` (``trace``: and ``sum``)
 ``take*``           ``gather`` (``mode='wrap'/'clip'``: ``mod``/``clip`` of the indices)
 ``delete``          ``gather`` of the kept indices
+``insert`` & co.    one ``gather`` whose indices NumPy computes by running the function
+                    on element ids (``by_ids``): ``insert``, ``resize``, ``compress``
 ``select``/``choose`` nested ``select``
 =================== ===============================================================
 
@@ -326,6 +329,48 @@ def _delete(L: LoweringContext, outs: list[TensorType], arr: Any, obj: Any,
     drop = static_value(L, obj, "np.delete's obj")
     kept = np.delete(np.arange(x.shape[ax]), drop)
     return L.b.reshape_to(_gather1(L, x, kept, ax), o.shape)
+
+
+def by_ids(L: LoweringContext, xs: list[Value], o: TensorType,
+           move: Any) -> Value:
+    """A function that only moves elements, applied by NumPy to element ids: ``move(*ids)``
+    (``ids[i]`` numbers the elements of ``xs[i]``, after those of ``xs[:i]``) says which
+    element each result element is, and one ``gather`` from all of them builds it."""
+    ids, start = [], 0
+    for x in xs:
+        ids.append(np.arange(start, start + x.type.size, dtype=np.int64).reshape(x.shape))
+        start += x.type.size
+    where_from = np.asarray(move(*ids), np.int64)
+    flat = [L.b.reshape_to(L.b.convert_to(x, o.dtype), (x.type.size,)) for x in xs]
+    src = flat[0] if len(flat) == 1 else L.b.concatenate(*flat, axis=0)
+    return L.b.reshape_to(L.b.gather(src, L.b.const(where_from), axis=0), o.shape)
+
+
+@register("insert", np.insert, np.insert)
+def _insert(L: LoweringContext, outs: list[TensorType], arr: Any, obj: Any, values: Any,
+            axis: Any = None) -> Value:
+    o = outs[0]
+    where_ = static_value(L, obj, "np.insert's obj")
+    xs = [L.operand(arr, o.dtype, None), L.operand(values, o.dtype, None)]
+    return by_ids(L, xs, o, lambda a, v: np.insert(a, where_, v, axis=axis))
+
+
+@register("resize", np.resize, np.resize)
+def _resize(L: LoweringContext, outs: list[TensorType], a: Any, new_shape: Any) -> Value:
+    o = outs[0]
+    x = L.operand(a, o.dtype, None)
+    if x.type.size == 0 or o.size == 0:
+        return L.b.const(0, o.dtype, o.shape)
+    return by_ids(L, [x], o, lambda i: np.resize(i, new_shape))
+
+
+@register("compress", np.compress, np.compress)
+def _compress(L: LoweringContext, outs: list[TensorType], condition: Any, a: Any,
+              axis: Any = None, out: Any = None) -> Value:
+    o = outs[0]
+    cond = static_value(L, condition, "np.compress's condition",
+                        "it decides the result's shape (use np.where to keep the shape)")
+    return by_ids(L, [L.operand(a, o.dtype, None)], o, lambda i: np.compress(cond, i, axis))
 
 
 def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> Any:
