@@ -186,3 +186,52 @@ def _cross(L: LoweringContext, outs: list[TensorType], a: Any, b: Any, axisa: in
         perm.insert(axc, o.ndim - 1)
         c = L.b.transpose(c, perm=tuple(perm))
     return c
+
+
+# -- the array-API spellings (NumPy 2): gufuncs and np.linalg's contractions ------------------------
+def _vecdot_lower(L: LoweringContext, outs: list[TensorType], x1: Any, x2: Any,
+                  axis: int = -1, **kw: Any) -> Value:
+    """``sum(x1 * x2, axis)`` with broadcasting (real inputs: no conjugate)."""
+    if set(kw) - {"axes", "keepdims"} or kw.get("axes") is not None or kw.get("keepdims"):
+        raise UnsupportedError(f"np.vecdot with {sorted(kw)} is not supported; use axis=")
+    o = outs[0]
+    x, y = L.operand(x1, o.dtype, None), L.operand(x2, o.dtype, None)
+    shape = tuple(np.broadcast_shapes(x.shape, y.shape))
+    p = L.b.mul(L.b.broadcast_to(x, shape), L.b.broadcast_to(y, shape))
+    return L.b.reshape_to(L.b.sum(p, axes=(normalize_axis(axis, len(shape), "vecdot"),)),
+                          o.shape)
+
+
+register("vecdot", np.vecdot, *[f for f in (getattr(np, "vecdot", None),
+                                            getattr(np.linalg, "vecdot", None)) if f])(
+    _vecdot_lower)
+
+
+def _matvec_lower(L: LoweringContext, outs: list[TensorType], x1: Any, x2: Any) -> Value:
+    o = outs[0]
+    x, v = L.operand(x1, o.dtype, None), L.operand(x2, o.dtype, None)
+    col = L.b.reshape_to(v, v.shape + (1,))
+    return matmul_values(L, x, col, TensorType(o.dtype, o.shape + (1,)))
+
+
+def _vecmat_lower(L: LoweringContext, outs: list[TensorType], x1: Any, x2: Any) -> Value:
+    o = outs[0]
+    v, x = L.operand(x1, o.dtype, None), L.operand(x2, o.dtype, None)
+    row = L.b.reshape_to(v, v.shape[:-1] + (1,) + v.shape[-1:])
+    res = matmul_values(L, row, x, TensorType(o.dtype, o.shape[:-1] + (1,) + o.shape[-1:]))
+    return L.b.reshape_to(res, o.shape)
+
+
+if hasattr(np, "matvec"):  # NumPy 2.2
+    register("matvec", np.matvec, np.matvec)(
+        lambda L, outs, x1, x2: L.b.reshape_to(_matvec_lower(L, outs, x1, x2), outs[0].shape))
+    register("vecmat", np.vecmat, np.vecmat)(_vecmat_lower)
+
+register("linalg.matmul", np.linalg.matmul, np.linalg.matmul)(
+    lambda L, outs, x1, x2: _matmul(L, outs, x1, x2))
+register("linalg.tensordot", np.linalg.tensordot, np.linalg.tensordot)(
+    lambda L, outs, x1, x2, *, axes=2: _tensordot(L, outs, x1, x2, axes))
+register("linalg.outer", np.linalg.outer, np.linalg.outer)(
+    lambda L, outs, x1, x2: _outer(L, outs, x1, x2))
+register("linalg.cross", np.linalg.cross, np.linalg.cross)(
+    lambda L, outs, x1, x2, *, axis=-1: _cross(L, outs, x1, x2, axis=axis))

@@ -42,6 +42,12 @@ def _concatenate(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: 
     return join(L, xs, normalize_axis(axis, o.ndim, "np.concatenate"), o)
 
 
+@register("concat", np.concat, np.concat)
+def _concat(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: Any = 0,
+            out: Any = None, *, dtype: Any = None, casting: Any = None) -> Value:
+    return _concatenate(L, outs, arrays, axis)
+
+
 def _pieces(L: LoweringContext, arrays: Any, o: TensorType,
             shape_of: Callable[[tuple[int, ...]], tuple[int, ...]]) -> list[Value]:
     """Each array as an IR value of ``o``'s dtype, reshaped to ``shape_of(its shape)``."""
@@ -168,6 +174,19 @@ _splitter("array_split", np.array_split)
 _fixed_splitter("hsplit", np.hsplit, lambda nd: 1 if nd > 1 else 0)
 _fixed_splitter("vsplit", np.vsplit, lambda nd: 0)
 _fixed_splitter("dsplit", np.dsplit, lambda nd: 2)
+
+
+def _unstack_forward(x: Any, *, axis: int = 0) -> Any:
+    return tuple(np.unstack(x, axis=axis))
+
+
+@register("unstack", _unstack_forward, np.unstack)
+def _unstack(L: LoweringContext, outs: list[TensorType], x: Any, *,
+             axis: int = 0) -> list[Value]:
+    v = L.operand(x, None, None)
+    ax = normalize_axis(axis, v.ndim, "np.unstack")
+    return [L.b.reshape_to(slice_axis(L, v, ax, i, i + 1), o.shape)
+            for i, o in enumerate(outs)]
 
 
 # -- several arrays at once -------------------------------------------------------------------

@@ -294,6 +294,13 @@ def _trace(L: LoweringContext, outs: list[TensorType], a: Any, offset: int = 0, 
     return L.b.sum(d, axes=(d.ndim - 1,))
 
 
+register("linalg.diagonal", np.linalg.diagonal, np.linalg.diagonal)(
+    lambda L, outs, x, *, offset=0: diagonal_of(L, L.operand(x, None, None), int(offset), -2,
+                                                -1))
+register("linalg.trace", np.linalg.trace, np.linalg.trace)(
+    lambda L, outs, x, *, offset=0, dtype=None: _trace(L, outs, x, offset, -2, -1))
+
+
 def _diag_matrix(L: LoweringContext, v: Value, k: int, o: TensorType) -> Value:
     """The matrix with vector ``v`` on its ``k``-th diagonal."""
     n = o.shape[0]

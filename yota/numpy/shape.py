@@ -75,3 +75,16 @@ def _moveaxis(L: LoweringContext, outs: list[TensorType], a: Any, source: Any, d
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)
     return _perm_lower(L, x, tuple(order))
+
+
+# -- the array-API spellings (NumPy 2) ----------------------------------------------------------
+register("permute_dims", np.permute_dims, np.permute_dims)(
+    lambda L, outs, a, axes=None: _transpose(L, outs, a, axes))
+
+
+def _matrix_transpose(L: LoweringContext, outs: list[TensorType], x: Any) -> Value:
+    return _swapaxes(L, outs, x, -1, -2)
+
+
+register("matrix_transpose", np.matrix_transpose, np.matrix_transpose,
+         np.linalg.matrix_transpose)(_matrix_transpose)
