@@ -19,6 +19,7 @@ Shapes include 0-d, empty, size-1 (broadcast) axes, and negative axes.
 
 from __future__ import annotations
 
+import random
 import sys
 import warnings
 import zlib
@@ -511,3 +512,41 @@ def test_numpy_constructors_are_numpys_outside_traces() -> None:
         yota.trace(fails, np.ones(2))
     yota.trace(lambda x: np.array([x, x]), np.ones(2))
     assert (np.array, np.asarray, np.r_, np.c_) == originals
+
+
+# -- einsum on random subscripts ----------------------------------------------------------------------
+def random_einsum(rnd: random.Random) -> tuple[str, list[tuple[int, ...]]]:
+    """Subscripts over a few labels (repeats, sums over one operand, implicit or explicit
+    output, ellipses of 0-2 broadcast axes) and operand shapes that fit them."""
+    size = {c: rnd.randint(1, 3) for c in "abcde"}
+    terms = ["".join(rnd.choice("abcde") for _ in range(rnd.randint(0, 3)))
+             for _ in range(rnd.randint(1, 3))]
+    ell = rnd.random() < 0.3
+    specs = ["..." + t if ell and rnd.random() < 0.7 else t for t in terms]
+    shapes = []
+    for s in specs:
+        lead = tuple(rnd.choice([1, 2]) for _ in range(rnd.randint(0, 2))) if "..." in s else ()
+        shapes.append(lead + tuple(size[c] for c in s.replace("...", "")))
+    if rnd.random() < 0.4:
+        return ",".join(specs), shapes
+    out = [c for c in sorted(set("".join(terms))) if rnd.random() < 0.5]
+    rnd.shuffle(out)
+    return ",".join(specs) + "->" + ("..." if ell else "") + "".join(out), shapes
+
+
+def test_einsum_random_subscripts() -> None:
+    rnd, checked = random.Random(15), 0
+    while checked < 100:
+        sub, shapes = random_einsum(rnd)
+        args = [np.random.default_rng(checked).standard_normal(s) for s in shapes]
+        opt = rnd.choice([False, True, "optimal"])
+        f = lambda *a: np.einsum(sub, *a, optimize=opt)  # noqa: B023, E731
+        try:
+            want = f(*args)
+        except ValueError:  # ellipses that NumPy cannot broadcast
+            continue
+        checked += 1
+        assert_like_numpy(yota.compile(f, *args, backend="interp")(*args), want, 1e-10, sub)
+        loss = loss_of(f)
+        _, g = yota.grad(loss, *args, backend="interp")
+        check_grad(loss, args, g)
