@@ -169,6 +169,9 @@ MOVEMENT = [
     *rows("pad_values", lambda x: np.pad(x, ((1, 2), (2, 1)), constant_values=((1, 2), (3, 4))),
           ((3, 4),)),
     *rows("pad_traced_value", lambda x: np.pad(x, 1, constant_values=np.mean(x)), ((2, 3),)),
+    *rows("pad_traced_values", lambda x: np.pad(x, ((1, 0), (2, 1)), constant_values=(
+        (np.min(x), 1.0), (np.max(x), x[0, 0]))), ((2, 3),)),
+    *rows("pad_traced_pair", lambda x, v: np.pad(x, 2, constant_values=v), ((2, 3), (2,))),
     *[r for mode in ("edge", "reflect", "symmetric", "wrap") for r in by_axis(
         f"pad_{mode}", lambda w, mode=mode: lambda x: np.pad(x, w, mode=mode), PADS,
         ((3, 4),))],

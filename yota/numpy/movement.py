@@ -98,8 +98,19 @@ def _pad_constant(L: LoweringContext, x: Value, widths: np.ndarray, values: Any,
     if vt is not None and vt.ndim == 0:  # a traced fill value
         v = L.operand(values, o.dtype, None)
         return _pad_blocks(L, x, widths, lambda ax, side, shape: L.b.broadcast_to(v, shape), o)
-    cv = np.broadcast_to(np.asarray(static_value(L, values, "np.pad's constant_values")),
-                         (x.ndim, 2)).astype(o.dtype)
+    if x.ndim == 0:
+        return x
+    try:
+        static = static_value(L, values, "np.pad's constant_values")
+    except UnsupportedError:  # computed from the inputs: one traced value per block
+        v = L.b.broadcast_to(L.operand(values, o.dtype, None), (x.ndim, 2))
+
+        def block(ax: int, side: int, shape: tuple[int, ...]) -> Value:
+            e = L.b.slice(v, start=(ax, side), stop=(ax + 1, side + 1), step=(1, 1))
+            return L.b.broadcast_to(L.b.reshape_to(e, ()), shape)
+
+        return _pad_blocks(L, x, widths, block, o)
+    cv = np.broadcast_to(np.asarray(static), (x.ndim, 2)).astype(o.dtype)
     if not cv.any():
         return L.b.pad(x, low=tuple(int(w) for w in widths[:, 0]),
                        high=tuple(int(w) for w in widths[:, 1]), interior=(0,) * x.ndim)

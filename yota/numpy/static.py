@@ -30,8 +30,8 @@ def static_value(L: LoweringContext, a: Any, what: str,
     NumPy array met in user code; a traced value raises ``UnsupportedError`` naming
     ``what`` (e.g. ``"np.repeat's repeats"``) and ``why`` it must be static."""
     if not L.is_traced(a):
-        if isinstance(a, (list, tuple)) and any(L.is_traced(v) for v in a):
-            return type(a)(static_value(L, v, what) for v in a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(static_value(L, v, what, why) for v in a)
         return a
     v: Value = L.operand(a, None, None)
     for op in reversed(L.b.ops):
