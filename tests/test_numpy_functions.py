@@ -14,7 +14,10 @@ the row). For every row:
 - CUDA: the gradient programs of every row are compiled through NVRTC (sm_80) and run
   under the CPU emulation of the kernels, matching the reference interpreter.
 
-Shapes include 0-d, empty, size-1 (broadcast) axes, and negative axes.
+Shapes include 0-d, empty, size-1 (broadcast) axes, and negative axes. Besides the
+table: ``einsum`` on random subscripts, the forms that are refused (each a ``YotaError``
+naming the function and the line), and ``np.array`` & co. being NumPy's own outside
+traces.
 """
 
 from __future__ import annotations

@@ -13,12 +13,16 @@ or a new module here for a new family.
 ``elementwise``  where, clip, round, copy, astype
 ``creation``     zeros_like, ones_like, empty_like, full_like
 ``reductions``   sum, prod, max, min, mean, var, std, argmax, argmin
-``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross
+``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,
+                 matvec, vecmat, np.linalg's contractions
 ``einsum``       einsum: every subscript form, as transposes, reshapes and matmuls
-``shape``        reshape, ravel, squeeze, transpose, moveaxis, broadcast_to...
-``joining``      concatenate, stack & co., append, split & co., atleast_*, meshgrid
+``shape``        reshape, ravel, squeeze, transpose, moveaxis, broadcast_to,
+                 permute_dims, matrix_transpose...
+``joining``      concatenate/concat, stack & co., block, append, split & co., unstack,
+                 atleast_*, broadcast_arrays, meshgrid
 ``building``     np.array/np.asarray of traced values, np.r_/np.c_, np.shape/ndim/size
-``movement``     pad, repeat, tile, roll, flips, rot90, tril/triu, diag*, take*, select
+``movement``     pad, repeat, tile, roll, flips, rot90, tril/triu, diag*, trace, take*,
+                 delete, insert, resize, compress, select, choose
 ``indexing``     ``x[key]``: slices, flips, integer-array gathers
 ``axes``         axis and shape arguments, normalized
 =============== ==========================================================
