@@ -68,7 +68,7 @@ class Op:
 
     def replace(self, **changes: Any) -> Op:
         """A new op with some fields changed (results are kept unless given)."""
-        fields = {
+        fields: dict[str, Any] = {
             "name": self.name,
             "operands": self.operands,
             "attrs": self.attrs,

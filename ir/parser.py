@@ -108,7 +108,7 @@ def _parse_type(toks: _Tokens) -> TensorType:
 def _parse_attr_value(toks: _Tokens) -> Any:
     kind, val, line = toks.next()
     if val == "[":
-        items = []
+        items: list[Any] = []
         while not toks.accept("]"):
             if items:
                 toks.expect(",")
@@ -152,7 +152,8 @@ def _parse_function(toks: _Tokens, funcs: dict[str, Function]) -> Function:
     if kind != "sym":
         raise ParseError(f"line {line}: expected @name after func")
     env: dict[str, Value] = {}
-    inputs, in_labels = [], []
+    inputs: list[Value] = []
+    in_labels: list[str | None] = []
     toks.expect("(")
     while not toks.accept(")"):
         if inputs:
@@ -176,7 +177,8 @@ def _parse_function(toks: _Tokens, funcs: dict[str, Function]) -> Function:
     while toks.peek()[1] != "return":
         ops.append(_parse_op(toks, env, funcs, callees))
     toks.next()
-    outputs, out_labels = [], []
+    outputs: list[Value] = []
+    out_labels: list[str | None] = []
     while toks.peek(skip_nl=False)[0] not in ("nl", "comment", "eof") and toks.peek()[1] != "}":
         if outputs:
             toks.expect(",")
@@ -200,57 +202,73 @@ def _lookup(env: dict[str, Value], name: str, line: int) -> Value:
 
 def _parse_op(toks: _Tokens, env: dict[str, Value], funcs: dict[str, Function],
               callees: dict[str, Function]) -> Op:
-    line = toks.peek()[2]
-    res_names: list[str] = []
-    if toks.peek()[0] == "value":
-        while True:
-            res_names.append(toks.next()[1])
-            if not toks.accept(","):
-                break
-        toks.expect("=")
+    res_names = _parse_result_names(toks)
     kind, name, line = toks.next()
     if kind != "ident":
         raise ParseError(f"line {line}: expected an op name, found {name!r}")
-    operands: list[Value] = []
-    while toks.peek()[0] == "value":
-        if operands:
-            pass
-        operands.append(_lookup(env, toks.next()[1], line))
-        if not toks.accept(","):
-            break
+    operands = _parse_operands(toks, env, line)
     attrs = _parse_attrs(toks)
-    types: list[TensorType] = []
-    if res_names:
-        toks.expect(":")
-        types.append(_parse_type(toks))
-        while toks.peek(skip_nl=False)[1] == ",":
-            toks.next()
-            types.append(_parse_type(toks))
-    loc = None
-    if toks.peek(skip_nl=False)[0] == "comment":
-        loc = toks.next(skip_nl=False)[1]
+    types = _parse_result_types(toks) if res_names else []
+    loc = toks.next(skip_nl=False)[1] if toks.peek(skip_nl=False)[0] == "comment" else None
     if len(types) != len(res_names):
         raise ParseError(f"line {line}: {len(res_names)} results but {len(types)} types")
     attrs = _fix_attrs(name, attrs, types, line)
-    try:
-        if name in OPS and OPS[name].calls:
-            callee = funcs.get(attrs.get("callee", ""))
-            if callee is None:
-                raise ParseError(f"line {line}: call of unknown function @{attrs.get('callee')}")
-            callees[callee.name] = callee
-            op = make_op(name, operands, attrs, loc, result_types=types)
-        else:
-            op = make_op(name, operands, attrs, loc)
-    except YotaError as e:
-        if isinstance(e, ParseError):
-            raise
-        raise ParseError(f"line {line}: {e}") from e
+    op = _make(name, operands, attrs, loc, types, funcs, callees, line)
     if [r.type for r in op.results] != types:
         raise ParseError(f"line {line}: '{name}' gives {', '.join(str(r.type) for r in op.results)}, "
                          f"but the text says {', '.join(map(str, types))}")
     for n, r in zip(res_names, op.results, strict=True):
         env[n] = r
     return op
+
+
+def _parse_result_names(toks: _Tokens) -> list[str]:
+    """``%3, %4 =`` before an op (none for an op without results)."""
+    names: list[str] = []
+    if toks.peek()[0] == "value":
+        while True:
+            names.append(toks.next()[1])
+            if not toks.accept(","):
+                break
+        toks.expect("=")
+    return names
+
+
+def _parse_operands(toks: _Tokens, env: dict[str, Value], line: int) -> list[Value]:
+    operands: list[Value] = []
+    while toks.peek()[0] == "value":
+        operands.append(_lookup(env, toks.next()[1], line))
+        if not toks.accept(","):
+            break
+    return operands
+
+
+def _parse_result_types(toks: _Tokens) -> list[TensorType]:
+    """``: f32[3], i64[]`` after an op's attributes."""
+    toks.expect(":")
+    types = [_parse_type(toks)]
+    while toks.peek(skip_nl=False)[1] == ",":
+        toks.next()
+        types.append(_parse_type(toks))
+    return types
+
+
+def _make(name: str, operands: list[Value], attrs: dict[str, Any], loc: str | None,
+          types: list[TensorType], funcs: dict[str, Function], callees: dict[str, Function],
+          line: int) -> Op:
+    """The op, with an op's own error reported as a parse error on its line."""
+    try:
+        if name in OPS and OPS[name].calls:
+            callee = funcs.get(attrs.get("callee", ""))
+            if callee is None:
+                raise ParseError(f"line {line}: call of unknown function @{attrs.get('callee')}")
+            callees[callee.name] = callee
+            return make_op(name, operands, attrs, loc, result_types=types)
+        return make_op(name, operands, attrs, loc)
+    except ParseError:
+        raise
+    except YotaError as e:
+        raise ParseError(f"line {line}: {e}") from e
 
 
 def _fix_attrs(name: str, attrs: dict[str, Any], types: list[TensorType],

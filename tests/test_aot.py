@@ -264,7 +264,7 @@ def test_explain_names_the_parts_and_compiles_nothing(tmp_path):
 
     m = load_model()
     before = llvm.stats["compiles"]
-    ex = yc.explain(m.loss, *m.example())
+    ex = yota.explain(m.loss, *m.example())
     assert not ex.hit and llvm.stats["compiles"] == before
     assert [line.split()[0] for line in str(ex).splitlines()[3:3 + len(yc.KEY_PARTS)]] == \
         list(yc.KEY_PARTS)

@@ -17,6 +17,7 @@ from yota.backends import llvm
 
 import yota
 from yota import cache as yc
+from yota import pipeline
 
 
 @pytest.fixture
@@ -125,13 +126,13 @@ def test_entry_layout_permissions_and_metadata(cache_dir):
 
 
 def test_key_parts_and_signature_are_stable(cache_dir):
-    fn, sig = yc.program_ir(loss, (X, W))
+    fn, sig = pipeline.program_ir(loss, (X, W))
     key = yc.make_key(fn, None, kind="grad", signature=sig)
     assert tuple(key.parts) == yc.KEY_PARTS
     assert key.parts["signature"] == "(f64[3,4], f64[4,2])"
     assert key.parts["target"]["triple"] and key.parts["llvm"] and key.parts["llvmlite"]
     assert key.parts["backend"]["options"]["threads"] >= 1
-    fn2, sig2 = yc.program_ir(loss, (X, W))  # traced again: the same key
+    fn2, sig2 = pipeline.program_ir(loss, (X, W))  # traced again: the same key
     assert yc.make_key(fn2, None, kind="grad", signature=sig2).hex == key.hex
     # static values print without memory addresses (they change in every process)
     text = yc.describe_signature(yota.program.signature([X, loss, (3, "a"), None]))
@@ -139,12 +140,12 @@ def test_key_parts_and_signature_are_stable(cache_dir):
 
 
 def test_every_part_changes_the_key(cache_dir, monkeypatch):
-    fn, sig = yc.program_ir(loss, (X, W))
+    fn, sig = pipeline.program_ir(loss, (X, W))
     base = yc.make_key(fn, None, kind="grad", signature=sig)
     keys = {base.hex}
     keys.add(yc.make_key(fn, None, kind="forward", signature=sig).hex)
     keys.add(yc.make_key(fn, None, kind="grad", signature=(1,)).hex)
-    fn2, _ = yc.program_ir(lambda x, w: np.sum(np.tanh(x @ w) ** 3), (X, W))
+    fn2, _ = pipeline.program_ir(lambda x, w: np.sum(np.tanh(x @ w) ** 3), (X, W))
     keys.add(yc.make_key(fn2, None, kind="grad", signature=sig).hex)
     target = llvm.target_key()
     for change in ({"cpu": "x86-64-v3"}, {"features": "+sse2"}, {"llvm": "99.0"},
@@ -166,7 +167,7 @@ def test_other_target_misses_and_explain_names_it(cache_dir, monkeypatch):
     run()
     target = llvm.target_key()
     monkeypatch.setattr(llvm, "target_key", lambda: {**target, "cpu": "some-other-cpu"})
-    ex = yc.explain(loss, X, W)
+    ex = yota.explain(loss, X, W)
     assert not ex.hit and ex.differing == ["target"]
     assert "some-other-cpu" in str(ex)
 
@@ -174,14 +175,14 @@ def test_other_target_misses_and_explain_names_it(cache_dir, monkeypatch):
 # -- explain --------------------------------------------------------------------------------
 def test_explain_hit_and_nearest_entry_on_a_miss(cache_dir):
     compiles = llvm.stats["compiles"]
-    ex = yc.explain(loss, X, W)
+    ex = yota.explain(loss, X, W)
     assert not ex.hit and ex.nearest is None and "no stored entry" in str(ex)
     run()
-    ex = yc.explain(loss, X, W)
+    ex = yota.explain(loss, X, W)
     assert ex.hit and "HIT" in str(ex)
     for name in yc.KEY_PARTS:
         assert f"    {name} " in str(ex)
-    ex = yc.explain(loss, X[:2], W)
+    ex = yota.explain(loss, X[:2], W)
     assert not ex.hit and ex.nearest == only_entry(cache_dir).name
     assert ex.differing == ["ir", "signature"]
     text = str(ex)

@@ -21,6 +21,7 @@ from yota.backends.cuda.emulate import emulation_available
 from yota.ir.errors import YotaError
 
 import yota.cache as yc
+from yota import pipeline
 
 EMU = emulation_available()
 NVRTC = cuda.nvrtc_available()
@@ -38,7 +39,7 @@ def loss(x: Any) -> Any:
 
 
 def program(kind: str = "forward") -> tuple[Any, Any]:
-    return yc.program_ir(f if kind == "forward" else loss, (np.ones((3, 4)),), kind=kind)
+    return pipeline.program_ir(f if kind == "forward" else loss, (np.ones((3, 4)),), kind=kind)
 
 
 def run(exe: Any, x: np.ndarray) -> list[np.ndarray]:

@@ -57,20 +57,22 @@ class Case:
 
 # -- programs -------------------------------------------------------------------------------------
 def _elementwise_cases(rng: np.random.Generator) -> list[Case]:
+    return _float_cases(rng) + _int_and_bool_cases(rng) + _select_and_convert_cases(rng)
+
+
+def _float_cases(rng: np.random.Generator) -> list[Case]:
     out = []
     for dt in FLOATS:
-        for op in FLOAT_UNARY:
-            fn = unary_program(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), (op,)))
-        for op in TRANSCENDENTAL:
-            fn = unary_program(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), (op,)))
-        for op in FLOAT_BINARY:
-            fn = binary_program(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), (op,)))
-        for op in ("pow", "arctan2"):
-            fn = binary_program(op, dt)
-            out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), (op,)))
+        for ops, program in ((FLOAT_UNARY, unary_program), (TRANSCENDENTAL, unary_program),
+                             (FLOAT_BINARY, binary_program), (("pow", "arctan2"), binary_program)):
+            for op in ops:
+                fn = program(op, dt)
+                out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), (op,)))
+    return out
+
+
+def _int_and_bool_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
     for dt in ("i32", "i64"):
         for op in INT_UNARY:
             fn = unary_program(op, dt)
@@ -87,6 +89,11 @@ def _elementwise_cases(rng: np.random.Generator) -> list[Case]:
     for op in BOOL_BINARY:
         fn = binary_program(op, "bool")
         out.append(Case(f"{op}_bool", fn, inputs(rng, fn), (op,)))
+    return out
+
+
+def _select_and_convert_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
     for dt in ("f32", "f64", "i32", "i64", "bool"):
         b = Builder(f"select_{dt}")
         outs = [b.select(b.input(TensorType("bool", s)), b.input(TensorType(dt, s)),

@@ -212,12 +212,13 @@ def cache_hit() -> dict[str, Any]:
     from yota.backends import cuda
 
     import yota.cache as yc
+    from yota import pipeline
 
     def f(x: Any) -> Any:
         return np.sum(np.tanh(x) ** 2, axis=0)
 
     x = np.random.default_rng(7).standard_normal((64, 33))
-    fn, sig = yc.program_ir(f, (x,), kind="forward")
+    fn, sig = pipeline.program_ir(f, (x,), kind="forward")
     key = yc.make_key(fn, "cuda", kind="forward", signature=sig)
     if key is None:
         REPORT["failures"].append("cache: the cuda backend's programs are not cacheable")

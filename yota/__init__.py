@@ -19,6 +19,7 @@ from . import cache  # yota.cache: the on-disk cache of compiled programs
 from .aot import aot  # ahead-of-time compilation
 from .compile import CompiledFunction, compile, play
 from .device import to_device
+from .explain import explain  # why a compiled gradient hits or misses the on-disk cache
 from .grad import GradientResult, grad, stats
 from .lowering import to_ir
 from .primitives import primitive
@@ -34,5 +35,5 @@ __all__ = [
     "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
-    "update_", "to_device", "cache", "aot",
+    "update_", "to_device", "cache", "aot", "explain",
 ]

@@ -128,6 +128,7 @@ class CompiledFunction:
                                  "match its signature or a guard failed, and it cannot retrace")
         _, tape = pipeline.trace_forward(self.f, args)
         program, outs = self._add(tape, args)
+        assert outs is not None  # _add ran the program on args
         return _restructure(program.tape.result, outs)
 
 

@@ -26,7 +26,7 @@ PASSES = ("dce", "cse", "simplify", "dce")  # readable code: no fusion, no memor
 
 
 def _ops_namespace() -> types.SimpleNamespace:
-    return types.SimpleNamespace(**{n: d.impl for n, d in OPS.items() if d.impl is not None})
+    return types.SimpleNamespace(**{n: d.impl for n, d in OPS.items() if not d.calls})
 
 
 def _attr_src(v: Any) -> str:
@@ -79,10 +79,10 @@ def _source(gfn: Function, tape: Tape, fname: str) -> tuple[str, dict[str, np.nd
         body[-1] = body[-1].replace(f"{params[argnum]}.", f"{params[argnum]}.", 1)
     for i, op in enumerate(gfn.ops):
         if op.name == "guard":
-            v, kind, expected = w.name(op.operands[0]), op.attrs["kind"], op.attrs["expected"]
-            body.append(f"if not yops.guard({v}, expected={expected!r}, kind={kind!r}): "
+            x, kind, expected = w.name(op.operands[0]), op.attrs["kind"], op.attrs["expected"]
+            body.append(f"if not yops.guard({x}, expected={expected!r}, kind={kind!r}): "
                         f"raise GuardFailed('the branch at {op.loc} goes the other way', "
-                        f"guard_index={i}, value={v})")
+                        f"guard_index={i}, value={x})")
             continue
         lhs = ", ".join(w.name(r) for r in op.results)
         line = f"{lhs} = {w.op_expr(op)}"

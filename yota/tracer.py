@@ -328,7 +328,7 @@ class Tracer:
     __xor__, __rxor__ = _binary("bitwise_xor"), _binary("bitwise_xor", reflected=True)
     __lt__, __le__ = _binary("less"), _binary("less_equal")
     __gt__, __ge__ = _binary("greater"), _binary("greater_equal")
-    __eq__, __ne__ = _binary("equal"), _binary("not_equal")  # type: ignore[assignment]
+    __eq__, __ne__ = _binary("equal"), _binary("not_equal")
     __hash__ = object.__hash__
     __neg__, __pos__ = _unary("negative"), _unary("positive")
     __abs__, __invert__ = _unary("absolute"), _unary("invert")

@@ -88,8 +88,9 @@ def _new_value(x: Any, g: Any, fn: Callable[[Any, Any], Any], path: tuple[Any, .
 
 
 def _check_settable(parent: Any, path: tuple[Any, ...]) -> None:
-    frozen = (isinstance(parent, tuple) or dataclasses.is_dataclass(parent)
-              and parent.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    params = getattr(parent, "__dataclass_params__", None) if dataclasses.is_dataclass(parent) \
+        else None
+    frozen = isinstance(parent, tuple) or bool(params is not None and params.frozen)
     if frozen:
         raise YotaError(f"update_: cannot assign {_where(path)}: its parent is an immutable "
                         f"{type(parent).__name__}; store an array there (updated in place) or "

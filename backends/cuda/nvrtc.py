@@ -42,7 +42,7 @@ def nvrtc_version() -> tuple[int, int]:
     """NVRTC's (major, minor); raises ``CudaUnavailable`` without CuPy or NVRTC."""
     nvrtc = _nvrtc()
     try:
-        return tuple(nvrtc.getVersion())  # type: ignore[return-value]
+        return tuple(nvrtc.getVersion())
     except Exception as e:  # noqa: BLE001 - the library itself is missing
         raise CudaUnavailable(f"NVRTC cannot be loaded: {INSTALL_HINT} ({e})") from None
 

@@ -22,6 +22,7 @@ replaced by ``x``. Two kinds of check:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -70,7 +71,7 @@ def directional(value_at: ValueAt, inputs: Sequence[Any], grads: Sequence[Any],
     out = []
     for i, (x, g) in enumerate(zip(inputs, grads, strict=True)):
         u = rng.standard_normal(np.shape(x))
-        fd = central_difference(lambda xi, i=i: value_at(i, xi), x, u, eps)
+        fd = central_difference(functools.partial(value_at, i), x, u, eps)
         ad = 0.0 if g is None else float(np.sum(np.asarray(g) * u))
         out.append(Comparison(i, ad, fd, int(np.size(x))))
     return out

@@ -17,6 +17,7 @@ from ..types import is_float
 from ..verifier import maybe_verify
 from .helpers import add
 from .registry import NONDIFF, AutodiffError, Grads, nodiff_args, primitive_key
+from .rules import RULES
 from .rules_misc import call_vjp, missing_op_message
 
 
@@ -165,6 +166,3 @@ def _flush(b: Builder, sub: Builder, keep: list[Value]) -> None:
             live.update(op.operands)
     b.ops.extend(reversed(kept))
     b.callees.update(sub.callees)
-
-
-from . import RULES  # noqa: E402  (the merged table; imported last to avoid a cycle)

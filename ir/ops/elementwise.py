@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..types import BOOL, TensorType, as_dtype, is_bool
-from . import OpDef, register, types_str
+from .table import OpDef, register, types_str
 
 
 def _same(name: str, types: list[TensorType]) -> TensorType:
@@ -77,11 +77,12 @@ _binary("mod", np.mod, NUM, "numeric", "({0} % {1})")
 _binary("arctan2", np.arctan2, FLOAT, "float", "np.arctan2({0}, {1})")
 _binary("maximum", np.maximum, ANY, "numeric", "np.maximum({0}, {1})")
 _binary("minimum", np.minimum, ANY, "numeric", "np.minimum({0}, {1})")
-for _name, _fn, _src in [
+_COMPARISONS: list[tuple[str, np.ufunc, str]] = [
     ("lt", np.less, "<"), ("le", np.less_equal, "<="), ("gt", np.greater, ">"),
     ("ge", np.greater_equal, ">="), ("eq", np.equal, "=="), ("ne", np.not_equal, "!="),
-]:
-    _binary(_name, _fn, ANY, "numeric", f"({{0}} {_src} {{1}})", out_bool=True)
+]
+for _cmp, _ufunc, _src in _COMPARISONS:
+    _binary(_cmp, _ufunc, ANY, "numeric", f"({{0}} {_src} {{1}})", out_bool=True)
 _binary("and", np.logical_and, LOGIC, "bool", "({0} & {1})")
 _binary("or", np.logical_or, LOGIC, "bool", "({0} | {1})")
 _binary("xor", np.logical_xor, LOGIC, "bool", "({0} ^ {1})")

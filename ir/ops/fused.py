@@ -31,8 +31,8 @@ from typing import Any
 
 from ..errors import IRTypeError, VerifyError
 from ..types import TensorType
-from . import OPS, OpDef, a_str, register
 from .misc import splat_scalar
+from .table import OPS, OpDef, a_str, register, runs_callee
 
 REDUCTIONS = ("sum", "max", "min")
 
@@ -41,7 +41,7 @@ def _fused_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:
     raise IRTypeError("'fused' result types come from its kernel body (the callee)")
 
 
-register(OpDef("fused", None, _fused_infer, None, attrs={"callee": a_str}, min_in=0,
+register(OpDef("fused", None, _fused_infer, runs_callee, attrs={"callee": a_str}, min_in=0,
                calls=True))
 
 

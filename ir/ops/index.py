@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..types import TensorType, is_int
-from . import OpDef, an_int, register, tuple_of_ints, types_str
+from .table import OpDef, an_int, register, tuple_of_ints, types_str
 
 
 def _index(axis: int, idx: tuple[np.ndarray, ...]) -> tuple[Any, ...]:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..types import TensorType
-from . import OpDef, register
+from .table import OpDef, register
 
 
 def _matmul_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..types import TensorType, as_dtype
-from . import OpDef, a_str, anything, register
+from .table import OpDef, a_str, anything, register, runs_callee
 
 
 def _const_value(v: Any) -> np.ndarray:
@@ -78,4 +78,5 @@ def _call_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:
     raise IRTypeError("'call' result types come from the callee; build it with Builder.call")
 
 
-register(OpDef("call", None, _call_infer, None, attrs={"callee": a_str}, min_in=0, calls=True))
+register(OpDef("call", None, _call_infer, runs_callee, attrs={"callee": a_str}, min_in=0,
+               calls=True))

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..types import I64, TensorType
-from . import OpDef, an_int, register, tuple_of_ints
+from .table import OpDef, an_int, register, tuple_of_ints
 
 
 def check_axes(name: str, t: TensorType, axes: tuple[int, ...]) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import IRTypeError
 from ..types import TensorType
-from . import OpDef, an_int, register, tuple_of_ints, types_str
+from .table import OpDef, an_int, register, tuple_of_ints, types_str
 
 
 def _reshape_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:

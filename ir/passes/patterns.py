@@ -240,11 +240,12 @@ def concat_rows(op: Op, m: View) -> Rewrite | None:
     reshaped to drop their axis) -> one slice of X (reshaped): exact, data movement only."""
     if op.attrs["axis"] != 0:
         return None
-    blocks = [_row_block(v, m) for v in op.operands]
-    if any(b is None for b in blocks):
+    found = [_row_block(v, m) for v in op.operands]
+    blocks = [b for b in found if b is not None]
+    if len(blocks) != len(found):
         return None
-    x = blocks[0][0]  # type: ignore[index]
-    bounds = [(lo, hi) for _, lo, hi in blocks]  # type: ignore[misc]
+    x = blocks[0][0]
+    bounds = [(lo, hi) for _, lo, hi in blocks]
     if any(b[0] is not x for b in blocks) or any(
             a[1] != b[0] for a, b in zip(bounds, bounds[1:], strict=False)):
         return None

@@ -45,7 +45,8 @@ def store_worker(rounds, barrier, queue):
     from yota.backends import llvm
 
     import yota
-    from yota.cache import BadEntry, default_cache, make_key, program_ir
+    from yota.cache import BadEntry, default_cache, make_key
+    from yota.pipeline import program_ir
 
     fn, sig = program_ir(lambda x: np.sum(x * x), (np.ones(3),))
     key = make_key(fn, None, kind="grad", signature=sig)

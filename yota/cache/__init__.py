@@ -8,7 +8,7 @@ loaded (``stats.hits``; ``stats.compiles`` counts the compilations it did make).
 
     >>> import numpy as np, yota
     >>> val, g = yota.grad(lambda x: np.sum(np.tanh(x)), np.zeros(3))  # stored on a miss
-    >>> print(yota.cache.explain(lambda x: np.sum(np.tanh(x)), np.zeros(3)))  # doctest: +SKIP
+    >>> print(yota.explain(lambda x: np.sum(np.tanh(x)), np.zeros(3)))  # doctest: +SKIP
 
 The key is the SHA-256 of named, versioned parts (``KEY_PARTS``): the canonical printed
 IR of the optimized program with its callees (so every callee, in any file, and every
@@ -40,7 +40,7 @@ is running code). The least recently used entries are evicted beyond
 
 Modules: ``key`` (the key and its parts), ``store`` (a cache directory: atomic writes,
 checked reads, eviction), ``lookup`` (compiling through the cache), ``explanation``
-(``explain``), ``config`` (environment variables, counters, warnings).
+(``explain_key``; ``yota.explain`` traces a function and calls it), ``config`` (environment variables, counters, warnings).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from .config import (
     max_bytes,
     stats,
 )
-from .explanation import Explanation, explain, explain_key, iter_parts, program_ir
+from .explanation import Explanation, explain_key, iter_parts
 from .key import (
     FORMAT,
     KEY_PARTS,
@@ -86,8 +86,8 @@ __all__ = [
     "DEFAULT_MAX_BYTES", "FILES", "FORMAT", "KEY_PARTS", "TMP_MAX_AGE", "BadEntry",
     "CacheStats", "CacheWarning", "DiskCache", "Explanation", "Key", "StoredEntry",
     "cache_dir", "checksum", "clear", "compile_cached", "default_cache", "describe_signature",
-    "enabled", "entries", "entry_meta", "explain", "explain_key", "info", "iter_parts",
-    "load", "lookup_or_compile", "make_key", "max_bytes", "program_ir", "save",
+    "enabled", "entries", "entry_meta", "explain_key", "info", "iter_parts",
+    "load", "lookup_or_compile", "make_key", "max_bytes", "save",
     "source_files", "stats", "tape_signature", "verify", "_source_hashes",
     "_yota_version",
 ]

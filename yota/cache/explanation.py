@@ -1,20 +1,17 @@
-"""``explain``: a program's cache key, its parts, and why it misses (the nearest entry
-and the parts that differ, with an IR diff)."""
+"""``explain_key``: a program's cache key, its parts, and why it misses (the nearest entry
+and the parts that differ, with an IR diff). ``yota.explain`` traces a function first."""
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from yota.ir.core import Function
-from yota.ir.errors import YotaError
-
 from .config import BadEntry
-from .key import KEY_PARTS, Key, make_key
-from .store import DiskCache, default_cache
+from .key import KEY_PARTS, Key
+from .store import DiskCache
 
 
 @dataclass
@@ -61,32 +58,6 @@ class Explanation:
 def _show(v: Any, width: int = 200) -> str:
     s = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
     return s if len(s) <= width else s[:width - 3] + "..."
-
-
-def explain(f: Callable[..., Any], *args: Any, backend: str | None = None,
-            optimize: bool = True, kind: str = "grad") -> Explanation:
-    """Trace ``f`` at ``args`` as ``yota.grad`` would (``kind="forward"``: as
-    ``yota.compile``), compute its cache key without compiling, and look it up.
-
-    >>> import numpy as np, yota
-    >>> e = yota.cache.explain(lambda x: np.sum(x * x), np.ones(3))
-    >>> sorted(e.key.parts) == sorted(yota.cache.KEY_PARTS)
-    True
-    """
-    fn, sig = program_ir(f, args, kind=kind, optimize=optimize)
-    key = make_key(fn, backend, kind=kind, signature=sig)
-    if key is None:
-        raise YotaError(f"backend {backend!r} does not save compiled code; nothing is cached")
-    return explain_key(key, default_cache())
-
-
-def program_ir(f: Callable[..., Any], args: Sequence[Any], *, kind: str = "grad",
-               optimize: bool = True) -> tuple[Function, Any]:
-    """The IR ``yota.grad`` (or, for ``kind="forward"``, ``yota.compile``) would compile
-    for ``f`` at ``args``, and the argument signature (``yota.pipeline.program_ir``)."""
-    from yota import pipeline  # the pipeline compiles through this package
-
-    return pipeline.program_ir(f, args, kind=kind, optimized=optimize)
 
 
 def explain_key(key: Key, cache: DiskCache) -> Explanation:

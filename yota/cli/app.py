@@ -19,14 +19,18 @@ EXIT_INTERNAL = 3  # a bug in Yota itself
 
 
 class ToolError(click.ClickException):
-    """An error reported as ``error: <message>`` on stderr, with a non-zero exit."""
+    """An error reported as ``error: <message>`` on stderr, with exit status 1."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_ERROR) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
+    exit_code = EXIT_ERROR
 
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
+
+
+class InternalError(ToolError):
+    """A bug in Yota, reported with exit status 3."""
+
+    exit_code = EXIT_INTERNAL
 
 
 _PKG_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__ or "")) + os.sep
@@ -80,8 +84,8 @@ class _Group(click.Group):
             raise ToolError(f"{type(e).__name__}: {e}") from e
         except Exception as e:
             tb = "".join(traceback.format_exception(e)).rstrip()
-            raise ToolError(f"internal error in Yota (a bug: please report it with this "
-                            f"traceback)\n\n{tb}", EXIT_INTERNAL) from e
+            raise InternalError(f"internal error in Yota (a bug: please report it with this "
+                            f"traceback)\n\n{tb}") from e
 
 
 _CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}

@@ -9,6 +9,7 @@ import time
 import click
 
 from yota import cache as yc
+from yota.explain import explain
 
 from .app import EXIT_ERROR, ToolError, main, user_code
 from .targets import load_target, target_options
@@ -106,7 +107,7 @@ def cache_explain(target: str, args_expr: str | None, example: str | None, seed:
     a miss, the nearest stored entry and the parts that differ (with an IR diff)."""
     t = load_target(target, args_expr, example, seed)
     with user_code(f"tracing {t.name}"):
-        ex = yc.explain(t.func, *t.args, kind="forward" if forward else "grad")
+        ex = explain(t.func, *t.args, kind="forward" if forward else "grad")
     click.echo(str(ex))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from yota.ir import dot as _dot
@@ -57,7 +59,7 @@ def write(dot: str, path: str, fmt: str) -> None:
     except _dot.GraphvizError as e:
         raise ToolError(str(e)) from None
     if path == "-":
-        click.get_binary_stream("stdout").write(data)
+        sys.stdout.buffer.write(data)
     else:
         with open(path, "wb") as f:
             f.write(data)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from .app import EXIT_INTERNAL, ToolError, main
+from .app import InternalError, ToolError, main
 from .stages import STAGES, build_stages
 from .targets import load_target, target_options, trace_target
 
@@ -100,7 +100,7 @@ def cuda_cmd(target: str, args_expr: str | None, example: str | None, seed: int,
         except backend.CudaUnavailable as e:
             raise ToolError(str(e)) from None
         except backend.CudaCompileError as e:
-            raise ToolError(str(e), EXIT_INTERNAL) from None
+            raise InternalError(str(e)) from None
         click.echo(f"NVRTC: the module compiles for {arch} ({sizes[arch]} bytes of cubin)",
                    err=True)
 

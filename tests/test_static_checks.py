@@ -1,0 +1,62 @@
+"""The repository's static checks, run with the tests (so `.ci/run`, which runs the
+README's test command, runs them too): ruff (style, bugs, complexity at most 12), mypy
+over ir/, backends/ and yota/ (zero errors; settings in pyproject.toml), and
+import-linter's contracts (layers yota -> backends -> ir, no import cycles among the
+modules of any package, the IR's core <-> printer pair excepted)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool(name: str) -> str:
+    exe = Path(sys.executable).parent / name
+    if not exe.exists():  # the tools come with the test extra: pip install -e '.[test]'
+        pytest.fail(f"{name} is not installed next to {sys.executable}; "
+                    "install the test extra: pip install -e '.[test]'")
+    return str(exe)
+
+
+def _run(cmd: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600,
+                          **kw)  # type: ignore[call-overload]
+
+
+def test_ruff_is_clean() -> None:
+    r = _run([_tool("ruff"), "check", "--no-cache", "."], ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _wheel_layout(tmp_path: Path) -> Path:
+    """A copy of the sources laid out as the wheel installs them (yota/, yota/ir/,
+    yota/backends/): mypy and import-linter read packages from the file system, and the
+    checkout maps ir/ and backends/ into yota only through the installed package."""
+    site = tmp_path / "site"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "yota", site / "yota", ignore=ignore)
+    shutil.copytree(ROOT / "ir", site / "yota" / "ir", ignore=ignore)
+    shutil.copytree(ROOT / "backends", site / "yota" / "backends", ignore=ignore)
+    return site
+
+
+def test_mypy_reports_no_errors(tmp_path: Path) -> None:
+    site = _wheel_layout(tmp_path)
+    r = _run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+              "--cache-dir", str(tmp_path / "mypy"), "-p", "yota"], site)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_import_contracts_hold(tmp_path: Path) -> None:
+    site = _wheel_layout(tmp_path)
+    env = {"PYTHONPATH": str(site), "PATH": str(Path(sys.executable).parent)}
+    r = _run([_tool("lint-imports"), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
+             site, env=env)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "BROKEN" not in r.stdout
