@@ -307,6 +307,10 @@ CONTRACTIONS = [
     *rows("linalg.vecdot", lambda a, b: np.linalg.vecdot(a, b, axis=-2), ((3, 2), (3, 2))),
     *rows("linalg.tensordot", lambda a, b: np.linalg.tensordot(a, b, axes=1), ((2, 3), (3, 4))),
     *rows("linalg.outer", np.linalg.outer, ((2,), (3,))),
+    *rows("linalg.multi_dot", lambda a, b, c: np.linalg.multi_dot([a, b, c]),
+          ((2, 3), (3, 4), (4, 2)), ((3,), (3, 4), (4,))),
+    *by_axis("linalg.matrix_power", lambda n: lambda a: np.linalg.matrix_power(a, n),
+             [0, 1, 2, 5], ((3, 3),), ((2, 2, 2),)),
     *rows("linalg.cross", np.linalg.cross, ((2, 3), (3,))),
     *[Row(f"einsum[{s}]-{_label(tuple(shapes))}", lambda *a, s=s: np.einsum(s, *a),
           tuple(shapes))
@@ -493,6 +497,8 @@ REFUSED: list[tuple[str, Callable[..., Any], str]] = [
     ("traced_axis", lambda x: np.concatenate([x, x], axis=np.argmax(x[:1])),
      "the axis must be a Python int"),
     ("pad_dict", lambda x: np.pad(x, {0: (1, 1)}), "np.pad with a dict"),
+    ("matrix_power_negative", lambda x: np.linalg.matrix_power(np.outer(x, x) + 1, -1),
+     "np.linalg.matrix_power needs a constant n >= 0"),
 ]
 
 
