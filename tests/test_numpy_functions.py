@@ -497,7 +497,7 @@ REFUSED: list[tuple[str, Callable[..., Any], str]] = [
     ("traced_axis", lambda x: np.concatenate([x, x], axis=np.argmax(x[:1])),
      "the axis must be a Python int"),
     ("pad_dict", lambda x: np.pad(x, {0: (1, 1)}), "np.pad with a dict"),
-    ("matrix_power_negative", lambda x: np.linalg.matrix_power(np.outer(x, x) + 1, -1),
+    ("matrix_power_negative", lambda x: np.linalg.matrix_power(np.diag(x + 5), -1),
      "np.linalg.matrix_power needs a constant n >= 0"),
 ]
 
