@@ -10,6 +10,9 @@ or a new module here for a new family.
 =============== ==========================================================
 ``registry``     ``NumpyOp``, ``TABLE``, ``register``, call validation
 ``ufuncs``       arithmetic, math, comparison, logic, predicates, divmod
+``mathfuncs``    arcsinh/arccosh/arctanh, exp2, logaddexp(2), hypot, fmax/fmin, fabs,
+                 sinc, degrees/radians, nan_to_num, copysign, heaviside, cbrt, trunc,
+                 fix, ldexp, float_power, real/imag/conj/angle on real input
 ``elementwise``  where, clip, round, copy, astype
 ``creation``     zeros_like, ones_like, empty_like, full_like
 ``reductions``   sum, prod, max, min, mean, var, std, argmax, argmin
@@ -36,6 +39,7 @@ from . import (  # noqa: F401  (each family registers its entries on import)
     elementwise,
     indexing,
     joining,
+    mathfuncs,
     movement,
     reductions,
     shape,
