@@ -158,6 +158,7 @@ JOINING = [
     *rows("array_python_floats", lambda x, a: np.array([a, 2 * a, 1]) * x, ((3,), "weak")),
     *rows("r_python_float", lambda x, a: np.r_[a, x, 1.5], ((3,), "weak")),
     *rows("array_copy", lambda a: np.array(a) + np.ascontiguousarray(a), ((2, 3),)),
+    *rows("ascontiguousarray_0d", lambda a: (np.ascontiguousarray(a), np.asanyarray(a)), ((),)),
     *rows("shape_queries", lambda x: x * (np.ndim(x) + np.size(x) + np.shape(x)[0] + len(x)),
           ((3, 2),)),
     *rows("iterate", _iterate, ((3, 2),)),

@@ -78,7 +78,9 @@ def _refuse(kw: dict[str, Any], fname: str) -> None:
                                    "is not supported")
 
 
-def _wrap_array(fname: str, copies: bool) -> Callable[..., Any]:
+def _wrap_array(fname: str, copies: bool, min_ndim: int = 0) -> Callable[..., Any]:
+    """``np.<fname>`` accepting traced values (``copies``: it copies by default;
+    ``min_ndim``: its results have at least that many axes)."""
     original = _ORIGINAL[fname]
 
     def wrapper(obj: Any, *args: Any, **kw: Any) -> Any:
@@ -87,7 +89,7 @@ def _wrap_array(fname: str, copies: bool) -> Callable[..., Any]:
             return original(obj, *args, **kw)
         _refuse(kw, fname)
         dtype = args[0] if args else kw.get("dtype")
-        ndmin = kw.get("ndmin", 0)
+        ndmin = max(kw.get("ndmin", 0), min_ndim)
         if h.is_traced(obj) and ndmin <= obj.ndim and not obj.weak:  # weak: a Python float
             if dtype is not None and np.dtype(dtype) != obj.dtype:
                 return h.call("astype", obj, dtype)
@@ -164,7 +166,7 @@ _WRAPPERS: dict[str, Any] = {
     "array": _wrap_array("array", True),
     "asarray": _wrap_array("asarray", False),
     "asanyarray": _wrap_array("asanyarray", False),
-    "ascontiguousarray": _wrap_array("ascontiguousarray", False),
+    "ascontiguousarray": _wrap_array("ascontiguousarray", False, min_ndim=1),
     "r_": _Concatenator(_ORIGINAL["r_"], 0, 1, -1),
     "c_": _Concatenator(_ORIGINAL["c_"], -1, 2, 0),
 }
