@@ -108,8 +108,8 @@ def _tensordot_axes(axes: Any, nda: int, ndb: int) -> tuple[list[int], list[int]
     ax_a, ax_b = axes
     ax_a = [ax_a] if isinstance(ax_a, (int, np.integer)) else list(ax_a)
     ax_b = [ax_b] if isinstance(ax_b, (int, np.integer)) else list(ax_b)
-    return ([normalize_axis(int(i), nda, "np.tensordot") for i in ax_a],
-            [normalize_axis(int(i), ndb, "np.tensordot") for i in ax_b])
+    return ([normalize_axis(i, nda, "np.tensordot") for i in ax_a],
+            [normalize_axis(i, ndb, "np.tensordot") for i in ax_b])
 
 
 @register("tensordot", np.tensordot, np.tensordot)

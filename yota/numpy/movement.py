@@ -173,14 +173,14 @@ def _roll(L: LoweringContext, outs: list[TensorType], a: Any, shift: Any,
     if st is not None and st.ndim == 0 and (axis is None or np.ndim(axis) == 0):
         flat = axis is None
         y = _flat(L, x) if flat else x
-        ax = 0 if flat else normalize_axis(int(axis), x.ndim, "np.roll")
+        ax = 0 if flat else normalize_axis(axis, x.ndim, "np.roll")
         return L.b.reshape_to(_roll_traced(L, y, ax, L.operand(shift, None, None)), o.shape)
     s = static_value(L, shift, "np.roll's shift", "a tuple of shifts must be constants")
     if axis is None:
         return L.b.reshape_to(_roll_axis(L, _flat(L, x), 0, int(np.sum(s))), o.shape)
     total = [0] * x.ndim
     for sh, ax in np.broadcast(s, axis):
-        total[normalize_axis(int(ax), x.ndim, "np.roll")] += int(sh)
+        total[normalize_axis(ax, x.ndim, "np.roll")] += int(sh)
     for ax, sh in enumerate(total):
         x = _roll_axis(L, x, ax, sh)
     return x
@@ -215,7 +215,7 @@ def _flip_axes(L: LoweringContext, x: Value, axes: tuple[int, ...]) -> Value:
 def _flip(L: LoweringContext, outs: list[TensorType], m: Any, axis: Any = None) -> Value:
     x = L.operand(m, None, None)
     axes = range(x.ndim) if axis is None else np.atleast_1d(axis)
-    return _flip_axes(L, x, tuple(normalize_axis(int(a), x.ndim, "np.flip") for a in axes))
+    return _flip_axes(L, x, tuple(normalize_axis(a, x.ndim, "np.flip") for a in axes))
 
 
 register("fliplr", np.fliplr, np.fliplr)(
@@ -228,7 +228,7 @@ register("flipud", np.flipud, np.flipud)(
 def _rot90(L: LoweringContext, outs: list[TensorType], m: Any, k: int = 1,
            axes: Any = (0, 1)) -> Value:
     x = L.operand(m, None, None)
-    a0, a1 = (normalize_axis(int(a), x.ndim, "np.rot90") for a in axes)
+    a0, a1 = (normalize_axis(a, x.ndim, "np.rot90") for a in axes)
     k = int(k) % 4
     if k == 2:
         return _flip_axes(L, x, (a0, a1))
