@@ -231,6 +231,22 @@ def _ranges_as_arrays(key: Any) -> Any:
     return key
 
 
+def _constant_masks_as_indices(key: Any) -> Any:
+    """A boolean mask that is not traced (a constant of the trace) indexes as the integer
+    arrays of its True positions, as in NumPy."""
+    keys = key if isinstance(key, tuple) else (key,)
+    if not any(isinstance(k, np.ndarray) and k.dtype.kind == "b" and k.ndim > 0
+               for k in keys):
+        return key
+    out: list[Any] = []
+    for k in keys:
+        if isinstance(k, np.ndarray) and k.dtype.kind == "b" and k.ndim > 0:
+            out.extend(np.nonzero(k))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
 def _is_mask(k: Any) -> bool:
     if isinstance(k, (Tracer, np.ndarray)):
         return k.dtype.kind == "b"
@@ -342,6 +358,7 @@ class Tracer:
     max, min = _method("max"), _method("min")
     argmax, argmin = _method("argmax"), _method("argmin")
     var, std = _method("var"), _method("std")
+    any, all = _method("any"), _method("all")
     ravel, squeeze, swapaxes = _method("ravel"), _method("squeeze"), _method("swapaxes")
     dot, astype, copy, round = _method("dot"), _method("astype"), _method("copy"), _method("round")
     repeat, take, diagonal, trace = (_method("repeat"), _method("take"), _method("diagonal"),
@@ -372,7 +389,10 @@ class Tracer:
         return call("clip", self, min, max, **kw)  # ndarray.clip: either bound may be left out
 
     def __getitem__(self, key: Any) -> Any:
-        key = _ranges_as_arrays(key)
+        key = _constant_masks_as_indices(_ranges_as_arrays(key))
+        if isinstance(key, Tracer) and key.dtype.kind == "b" and key.shape == \
+                self.shape[:key.ndim]:
+            return MaskSelection(self, key)  # only its size can be read: a guard
         for k in key if isinstance(key, tuple) else (key,):
             if _is_mask(k):
                 raise UnsupportedError(
@@ -428,6 +448,38 @@ class Tracer:
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
+
+
+class MaskSelection:
+    """``x[mask]`` with a traced mask: a value whose shape depends on the data. Its size,
+    shape and length can be read (the number of True entries is a guard, like ``int()``:
+    a replay with another count retraces); anything else is an error naming the line,
+    since no compiled program can hold it."""
+
+    def __init__(self, x: Tracer, mask: Tracer) -> None:
+        n = int(call("count_nonzero", mask))
+        self.shape = (n, *x.shape[mask.ndim:])
+        self.ndim = len(self.shape)
+        self.size = int(np.prod(self.shape))
+        self.dtype = x.dtype
+        self._loc = where()
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedError(
+            f"x[mask] at {self._loc} is used in a computation, but its shape depends on the "
+            "data (only its size, shape and length can be read). Use np.where(mask, x, 0) "
+            "(and np.sum(mask) to count)")
+
+    def __getattr__(self, name: str) -> Any:
+        self._refuse()
+
+    __array_ufunc__ = __array_function__ = __array__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _refuse
+    __rtruediv__ = __pow__ = __matmul__ = __rmatmul__ = __neg__ = __getitem__ = _refuse
+    __iter__ = __float__ = __int__ = __bool__ = __lt__ = __gt__ = __le__ = __ge__ = _refuse
 
 
 # -- recording ------------------------------------------------------------------------

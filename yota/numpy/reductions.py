@@ -1,5 +1,5 @@
-"""Reductions: ``sum``, ``prod``, ``max``, ``min``, ``mean``, ``var``, ``std``,
-``argmax`` and ``argmin`` (``keepdims`` as a final reshape)."""
+"""Reductions: ``sum``, ``prod``, ``max``, ``min``, ``mean``, ``var``, ``std``, ``any``,
+``all``, ``count_nonzero``, ``argmax`` and ``argmin`` (``keepdims`` as a final reshape)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,34 @@ def _reduction(ir_name: str) -> Lower:
         return _reduce(L, ir_name, x, norm_axes(axis, x.ndim), keepdims, o)
 
     return lower
+
+
+def _logical(ir_name: str, empty: bool) -> Lower:
+    """np.any (max over bool) and np.all (min over bool); over no elements, ``empty``."""
+
+    def lower(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None,
+              out: Any = None, keepdims: bool = False, where: Any = None) -> Value:
+        o = outs[0]
+        x = L.operand(a, np.bool_, None)
+        axes = norm_axes(axis, x.ndim)
+        if any(x.shape[i] == 0 for i in axes):
+            return L.b.const(empty, np.bool_, o.shape)
+        return _reduce(L, ir_name, x, axes, keepdims, o)
+
+    return lower
+
+
+register("any", np.any, np.any)(_logical("max", False))
+register("all", np.all, np.all)(_logical("min", True))
+
+
+@register("count_nonzero", np.count_nonzero, np.count_nonzero)
+def _count_nonzero(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None, *,
+                   keepdims: bool = False) -> Value:
+    o = outs[0]
+    x = L.operand(a, np.bool_, None)
+    counts = L.b.convert_to(x, o.dtype)
+    return _reduce(L, "sum", counts, norm_axes(axis, x.ndim), keepdims, o)
 
 
 register("sum", np.sum, np.sum)(_reduction("sum"))
