@@ -220,6 +220,8 @@ MOVEMENT = [
     *rows("ravel_flatten", lambda x: (np.ravel(x), x.ravel(), x.flatten()), ((2, 3),)),
     *by_axis("tril", lambda k: lambda x: np.tril(x, k), [0, 1, -1], ((3, 4),), ((2, 3, 3),),
              ((4,),)),
+    *rows("tril_traced_k", lambda x: np.tril(x, np.argmax(x[0]) - 1), ((3, 4),), ((2, 3, 3),)),
+    *rows("triu_traced_k", lambda x: np.triu(x, np.argmin(x[0]) - 1), ((3, 4),)),
     *by_axis("triu", lambda k: lambda x: np.triu(x, k), [0, 2, -1], ((3, 4),), ((1, 2, 2),)),
     *by_axis("diag", lambda k: lambda x: np.diag(x, k), [0, 2, -1], ((3,),), ((3, 4),),
              ((0,),)),
@@ -498,6 +500,8 @@ REFUSED: list[tuple[str, Callable[..., Any], str]] = [
     ("traced_axis", lambda x: np.concatenate([x, x], axis=np.argmax(x[:1])),
      "the axis must be a Python int"),
     ("pad_dict", lambda x: np.pad(x, {0: (1, 1)}), "np.pad with a dict"),
+    ("diagonal_traced_offset", lambda x: np.diagonal(np.outer(x, x), np.argmax(x[:1])),
+     "np.diagonal's offset"),
     ("matrix_power_negative", lambda x: np.linalg.matrix_power(np.diag(x + 5), -1),
      "np.linalg.matrix_power needs a constant n >= 0"),
 ]

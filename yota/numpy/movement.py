@@ -256,24 +256,39 @@ def _rollaxis(L: LoweringContext, outs: list[TensorType], a: Any, axis: int,
 
 
 # -- triangles and diagonals ----------------------------------------------------------------------
-def _masked(L: LoweringContext, x: Value, mask: np.ndarray, o: TensorType) -> Value:
-    """``np.where(mask, x, 0)`` with a constant ``mask`` broadcast to ``o``."""
-    m = L.b.broadcast_to(L.b.const(mask), o.shape)
+def _masked(L: LoweringContext, x: Value, mask: np.ndarray | Value, o: TensorType) -> Value:
+    """``np.where(mask, x, 0)`` with ``mask`` (a constant or a bool value) broadcast to ``o``."""
+    m = L.b.const(mask) if isinstance(mask, np.ndarray) else mask
+    m = L.b.broadcast_to(m, o.shape)
     return L.b.select(m, L.b.broadcast_to(x, o.shape), L.b.const(0, o.dtype, o.shape))
 
 
-@register("tril", np.tril, np.tril)
-def _tril(L: LoweringContext, outs: list[TensorType], m: Any, k: int = 0) -> Value:
-    o = outs[0]
+def _triangle(L: LoweringContext, k: Any, o: TensorType, lower: bool) -> np.ndarray | Value:
+    """The mask of ``tril`` (``lower``) or ``triu`` for diagonal ``k``; a traced ``k``
+    compares it with the constant ``column - row`` of each element."""
     n, c = o.shape[-2:]
-    return _masked(L, L.operand(m, o.dtype, None), np.tri(n, c, int(k), dtype=bool), o)
+    if L.is_traced(k) and not isinstance(k, (int, np.integer)):
+        kv = L.b.broadcast_to(L.b.convert_to(L.operand(k, None, None), I64), (n, c))
+        offs = L.b.const(np.subtract.outer(-np.arange(n), -np.arange(c)).astype(np.int64))
+        return L.b.le(offs, kv) if lower else L.b.ge(offs, kv)
+    k = int(static_value(L, k, "k"))
+    return np.tri(n, c, k, dtype=bool) if lower else ~np.tri(n, c, k - 1, dtype=bool)
+
+
+@register("tril", np.tril, np.tril)
+def _tril(L: LoweringContext, outs: list[TensorType], m: Any, k: Any = 0) -> Value:
+    o = outs[0]
+    return _masked(L, L.operand(m, o.dtype, None), _triangle(L, k, o, True), o)
 
 
 @register("triu", np.triu, np.triu)
-def _triu(L: LoweringContext, outs: list[TensorType], m: Any, k: int = 0) -> Value:
+def _triu(L: LoweringContext, outs: list[TensorType], m: Any, k: Any = 0) -> Value:
     o = outs[0]
-    n, c = o.shape[-2:]
-    return _masked(L, L.operand(m, o.dtype, None), ~np.tri(n, c, int(k) - 1, dtype=bool), o)
+    return _masked(L, L.operand(m, o.dtype, None), _triangle(L, k, o, False), o)
+
+
+def _offset(L: LoweringContext, k: Any, fname: str) -> int:
+    return int(static_value(L, k, f"{fname}'s offset", "it decides the result's length"))
 
 
 def diagonal_of(L: LoweringContext, x: Value, offset: int, axis1: int, axis2: int) -> Value:
@@ -293,21 +308,27 @@ def diagonal_of(L: LoweringContext, x: Value, offset: int, axis1: int, axis2: in
 @register("diagonal", np.diagonal, np.diagonal)
 def _diagonal(L: LoweringContext, outs: list[TensorType], a: Any, offset: int = 0,
               axis1: int = 0, axis2: int = 1) -> Value:
-    return diagonal_of(L, L.operand(a, outs[0].dtype, None), int(offset), axis1, axis2)
+    return diagonal_of(L, L.operand(a, outs[0].dtype, None), _offset(L, offset, "np.diagonal"),
+                       axis1, axis2)
 
 
 @register("trace", np.trace, np.trace)
 def _trace(L: LoweringContext, outs: list[TensorType], a: Any, offset: int = 0, axis1: int = 0,
            axis2: int = 1, dtype: Any = None, out: Any = None) -> Value:
     o = outs[0]
-    d = diagonal_of(L, L.operand(a, None, None), int(offset), axis1, axis2)
+    d = diagonal_of(L, L.operand(a, None, None), _offset(L, offset, "np.trace"), axis1, axis2)
     d = L.b.convert_to(d, o.dtype)
     return L.b.sum(d, axes=(d.ndim - 1,))
 
 
-register("linalg.diagonal", np.linalg.diagonal, np.linalg.diagonal)(
-    lambda L, outs, x, *, offset=0: diagonal_of(L, L.operand(x, None, None), int(offset), -2,
-                                                -1))
+@register("linalg.diagonal", np.linalg.diagonal, np.linalg.diagonal)
+def _linalg_diagonal(L: LoweringContext, outs: list[TensorType], x: Any, *,
+                     offset: Any = 0) -> Value:
+    k = _offset(L, offset, "np.linalg.diagonal")
+    return diagonal_of(L, L.operand(x, None, None), k, -2, -1)
+
+
+
 register("linalg.trace", np.linalg.trace, np.linalg.trace)(
     lambda L, outs, x, *, offset=0, dtype=None: _trace(L, outs, x, offset, -2, -1))
 
@@ -325,14 +346,14 @@ def _diag(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) -> Val
     o = outs[0]
     x = L.operand(v, o.dtype, None)
     if x.ndim == 1:
-        return _diag_matrix(L, x, int(k), o)
-    return diagonal_of(L, x, int(k), 0, 1)
+        return _diag_matrix(L, x, _offset(L, k, "np.diag"), o)
+    return diagonal_of(L, x, _offset(L, k, "np.diag"), 0, 1)
 
 
 @register("diagflat", np.diagflat, np.diagflat)
 def _diagflat(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) -> Value:
     o = outs[0]
-    return _diag_matrix(L, _flat(L, L.operand(v, o.dtype, None)), int(k), o)
+    return _diag_matrix(L, _flat(L, L.operand(v, o.dtype, None)), _offset(L, k, "np.diagflat"), o)
 
 
 @register("delete", np.delete, np.delete)
