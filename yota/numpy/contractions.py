@@ -18,7 +18,7 @@ from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
 from .registry import LoweringContext, register
-from .static import normalize_axis
+from .static import normalize_axis, static_value
 
 
 def matmul_values(L: LoweringContext, a: Value, b: Value, out: TensorType) -> Value:
@@ -117,6 +117,7 @@ def _tensordot(L: LoweringContext, outs: list[TensorType], a: Any, b: Any,
                axes: Any = 2) -> Value:
     o = outs[0]
     x, y = L.operand(a, o.dtype, None), L.operand(b, o.dtype, None)
+    axes = static_value(L, axes, "np.tensordot's axes")
     ax_a, ax_b = _tensordot_axes(axes, x.ndim, y.ndim)
     return contract(L, x, y, ax_a, ax_b, o)
 

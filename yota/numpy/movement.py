@@ -229,7 +229,7 @@ def _rot90(L: LoweringContext, outs: list[TensorType], m: Any, k: int = 1,
            axes: Any = (0, 1)) -> Value:
     x = L.operand(m, None, None)
     a0, a1 = (normalize_axis(a, x.ndim, "np.rot90") for a in axes)
-    k = int(k) % 4
+    k = int(static_value(L, k, "np.rot90's k")) % 4
     if k == 2:
         return _flip_axes(L, x, (a0, a1))
     perm = list(range(x.ndim))
