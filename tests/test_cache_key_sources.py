@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from wheel_layout import wheel_layout
 
 SCRIPT = r"""
 import json, sys
@@ -55,16 +54,8 @@ print(json.dumps({"file": yota.__file__, "names": [n for n, _ in files],
 """
 
 
-def _wheel_layout(dst: Path) -> Path:
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "yota", dst / "yota", ignore=ignore)
-    shutil.copytree(ROOT / "ir", dst / "yota" / "ir", ignore=ignore)
-    shutil.copytree(ROOT / "backends", dst / "yota" / "backends", ignore=ignore)
-    return dst
-
-
 def test_an_edit_to_any_code_shaping_source_changes_the_key(tmp_path: Path) -> None:
-    site = _wheel_layout(tmp_path / "site")
+    site = wheel_layout(tmp_path / "site")
     env = {**os.environ, "PYTHONPATH": str(site), "YOTA_CACHE_DIR": str(tmp_path / "cache")}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                        env=env, cwd=tmp_path, timeout=300)

@@ -6,12 +6,12 @@ modules of any package, the IR's core <-> printer pair excepted)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from wheel_layout import wheel_layout
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,27 +34,15 @@ def test_ruff_is_clean() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def _wheel_layout(tmp_path: Path) -> Path:
-    """A copy of the sources laid out as the wheel installs them (yota/, yota/ir/,
-    yota/backends/): mypy and import-linter read packages from the file system, and the
-    checkout maps ir/ and backends/ into yota only through the installed package."""
-    site = tmp_path / "site"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "yota", site / "yota", ignore=ignore)
-    shutil.copytree(ROOT / "ir", site / "yota" / "ir", ignore=ignore)
-    shutil.copytree(ROOT / "backends", site / "yota" / "backends", ignore=ignore)
-    return site
-
-
 def test_mypy_reports_no_errors(tmp_path: Path) -> None:
-    site = _wheel_layout(tmp_path)
+    site = wheel_layout(tmp_path / "site")
     r = _run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
               "--cache-dir", str(tmp_path / "mypy"), "-p", "yota"], site)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_import_contracts_hold(tmp_path: Path) -> None:
-    site = _wheel_layout(tmp_path)
+    site = wheel_layout(tmp_path / "site")
     env = {"PYTHONPATH": str(site), "PATH": str(Path(sys.executable).parent)}
     r = _run([_tool("lint-imports"), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
              site, env=env)
