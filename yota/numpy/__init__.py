@@ -15,7 +15,9 @@ or a new module here for a new family.
                  fix, ldexp, float_power, real/imag/conj/angle on real input
 ``elementwise``  where, clip, round, copy, astype
 ``creation``     zeros_like, ones_like, empty_like, full_like
-``reductions``   sum, prod, max, min, mean, var, std, argmax, argmin
+``reductions``   sum, prod, max, min, mean, var, std, any, all, count_nonzero,
+                 argmax, argmin
+``statistics``   diff, ediff1d, ptp, average, nansum, nanprod, nanmean, nanmax, nanmin
 ``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,
                  matvec, vecmat, np.linalg's contractions
 ``einsum``       einsum: every subscript form, as transposes, reshapes and matmuls
@@ -43,6 +45,7 @@ from . import (  # noqa: F401  (each family registers its entries on import)
     movement,
     reductions,
     shape,
+    statistics,
     ufuncs,
 )
 from .registry import TABLE, NumpyOp, register
