@@ -359,6 +359,7 @@ class Tracer:
     argmax, argmin = _method("argmax"), _method("argmin")
     var, std = _method("var"), _method("std")
     any, all = _method("any"), _method("all")
+    cumsum, cumprod = _method("cumsum"), _method("cumprod")
     ravel, squeeze, swapaxes = _method("ravel"), _method("squeeze"), _method("swapaxes")
     dot, astype, copy, round = _method("dot"), _method("astype"), _method("copy"), _method("round")
     repeat, take, diagonal, trace = (_method("repeat"), _method("take"), _method("diagonal"),

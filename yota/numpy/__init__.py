@@ -17,6 +17,7 @@ or a new module here for a new family.
 ``creation``     zeros_like, ones_like, empty_like, full_like
 ``reductions``   sum, prod, max, min, mean, var, std, any, all, count_nonzero,
                  argmax, argmin
+``scans``        cumsum, cumprod, nancumsum, nancumprod (log-step scans)
 ``statistics``   diff, ediff1d, ptp, average, nansum, nanprod, nanmean, nanmax, nanmin
 ``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,
                  matvec, vecmat, np.linalg's contractions
@@ -44,6 +45,7 @@ from . import (  # noqa: F401  (each family registers its entries on import)
     mathfuncs,
     movement,
     reductions,
+    scans,
     shape,
     statistics,
     ufuncs,
