@@ -312,10 +312,13 @@ class Tracer:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         raise UnsupportedError(
-            f"a traced value is converted to a plain NumPy array at {where()} "
-            "(np.asarray/np.array, or a library that is not NumPy): the result would be "
-            "a constant cut off from the inputs. Use NumPy functions on the value itself, "
-            "or wrap the code in a @yota.primitive with a @yota.diffrule"
+            f"a traced value is converted to a plain NumPy array at {where()}: the result "
+            "would be a constant cut off from the inputs. This happens when a ufunc gets a "
+            "list holding traced values (write np.exp(np.array([a, b]))), when a plain "
+            "array is indexed by a traced index (write np.take(X, idx, axis=0)), with "
+            "numpy functions imported by name before the call (from numpy import array), "
+            "or in a library that is not NumPy (wrap that code in a @yota.primitive with a "
+            "@yota.diffrule)"
         )
 
     def __getattr__(self, name: str) -> Any:
@@ -360,6 +363,7 @@ class Tracer:
     var, std = _method("var"), _method("std")
     any, all = _method("any"), _method("all")
     cumsum, cumprod = _method("cumsum"), _method("cumprod")
+    argsort = _method("argsort")
     ravel, squeeze, swapaxes = _method("ravel"), _method("squeeze"), _method("swapaxes")
     dot, astype, copy, round = _method("dot"), _method("astype"), _method("copy"), _method("round")
     repeat, take, diagonal, trace = (_method("repeat"), _method("take"), _method("diagonal"),

@@ -89,13 +89,14 @@ class Grouping:
 
     def creates_cycle(self, gs: set[int]) -> bool:
         """True if merging groups ``gs`` makes a group that depends on itself through
-        an op or group outside it."""
-        last = max(m for g in gs for m in self.members(g))
+        an op or group outside it: a path from a successor back into ``gs``. (No search
+        is cut short by op order: groups are not contiguous, so a group made only of later
+        ops may lead to a group holding an early op that ``gs`` reads.)"""
         stack = [s for g in gs for s in self.successors(g) if s not in gs]
         seen: set[int] = set()
         while stack:
             g = stack.pop()
-            if g in seen or self.members(g)[0] > last:
+            if g in seen:
                 continue
             seen.add(g)
             for s in self.successors(g):

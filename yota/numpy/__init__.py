@@ -18,6 +18,8 @@ or a new module here for a new family.
 ``reductions``   sum, prod, max, min, mean, var, std, any, all, count_nonzero,
                  argmax, argmin
 ``scans``        cumsum, cumprod, nancumsum, nancumprod (log-step scans)
+``sorting``      sort, argsort, partition, median, quantile, percentile (a bitonic
+                 sorting network)
 ``statistics``   diff, ediff1d, ptp, average, nansum, nanprod, nanmean, nanmax, nanmin
 ``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,
                  matvec, vecmat, np.linalg's contractions
@@ -47,6 +49,7 @@ from . import (  # noqa: F401  (each family registers its entries on import)
     reductions,
     scans,
     shape,
+    sorting,
     statistics,
     ufuncs,
 )
