@@ -42,7 +42,7 @@ from yota.ir.types import I64, TensorType
 from ..userloc import where
 from .joining import slice_axis
 from .registry import LoweringContext, register
-from .static import normalize_axis, static_value
+from .static import normalize_axis, operand_along, static_value
 
 
 def _transpose(L: LoweringContext, x: Value, perm: list[int] | tuple[int, ...]) -> Value:
@@ -137,11 +137,7 @@ def _pad_blocks(L: LoweringContext, x: Value, widths: np.ndarray, block: Any,
 def _repeat(L: LoweringContext, outs: list[TensorType], a: Any, repeats: Any,
             axis: Any = None) -> Value:
     o = outs[0]
-    x = L.operand(a, o.dtype, None)
-    if axis is None:
-        x, ax = _flat(L, x), 0
-    else:
-        ax = normalize_axis(axis, x.ndim, "np.repeat")
+    x, ax = operand_along(L, a, axis, o.dtype, "np.repeat")
     r = np.asarray(static_value(L, repeats, "np.repeat's repeats"), np.int64)
     if r.size == 1:
         n = int(r.reshape(()))
@@ -360,11 +356,7 @@ def _diagflat(L: LoweringContext, outs: list[TensorType], v: Any, k: int = 0) ->
 def _delete(L: LoweringContext, outs: list[TensorType], arr: Any, obj: Any,
             axis: Any = None) -> Value:
     o = outs[0]
-    x = L.operand(arr, o.dtype, None)
-    if axis is None:
-        x, ax = _flat(L, x), 0
-    else:
-        ax = normalize_axis(axis, x.ndim, "np.delete")
+    x, ax = operand_along(L, arr, axis, o.dtype, "np.delete")
     drop = static_value(L, obj, "np.delete's obj")
     kept = np.delete(np.arange(x.shape[ax]), drop)
     return L.b.reshape_to(_gather1(L, x, kept, ax), o.shape)
@@ -441,11 +433,7 @@ def _indices(L: LoweringContext, indices: Any, n: int, mode: str) -> Value:
 def _take(L: LoweringContext, outs: list[TensorType], a: Any, indices: Any, axis: Any = None,
           out: Any = None, mode: str = "raise") -> Value:
     o = outs[0]
-    x = L.operand(a, o.dtype, None)
-    if axis is None:
-        x, ax = _flat(L, x), 0
-    else:
-        ax = normalize_axis(axis, x.ndim, "np.take")
+    x, ax = operand_along(L, a, axis, o.dtype, "np.take")
     return L.b.reshape_to(L.b.gather(x, _indices(L, indices, x.shape[ax], mode), axis=ax),
                           o.shape)
 
@@ -454,11 +442,7 @@ def _take(L: LoweringContext, outs: list[TensorType], a: Any, indices: Any, axis
 def _take_along_axis(L: LoweringContext, outs: list[TensorType], arr: Any, indices: Any,
                      axis: Any = -1) -> Value:
     o = outs[0]
-    x = L.operand(arr, o.dtype, None)
-    if axis is None:
-        x, ax = _flat(L, x), 0
-    else:
-        ax = normalize_axis(axis, x.ndim, "np.take_along_axis")
+    x, ax = operand_along(L, arr, axis, o.dtype, "np.take_along_axis")
     idx = []
     for d in range(x.ndim):
         if d == ax:

@@ -22,8 +22,8 @@ import numpy as np
 from yota.ir.core import Value
 from yota.ir.types import TensorType
 
-from .axes import norm_axes
 from .registry import LoweringContext, register
+from .static import operand_along
 
 
 def _shifted(L: LoweringContext, x: Value, axis: int, k: int, identity: float) -> Value:
@@ -37,15 +37,11 @@ def _shifted(L: LoweringContext, x: Value, axis: int, k: int, identity: float) -
     return L.b.emit("concatenate", head, body, axis=axis)
 
 
-def _scan(op: str, identity: float, skip_nans: bool) -> Any:
+def _scan(name: str, op: str, identity: float, skip_nans: bool) -> Any:
     def lower(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None,
               dtype: Any = None, out: Any = None) -> Value:
         o = outs[0]
-        x = L.operand(a, o.dtype, None)
-        if axis is None:
-            x, ax = L.b.reshape_to(x, (x.type.size,)), 0
-        else:
-            ax = norm_axes(axis, x.ndim)[0]
+        x, ax = operand_along(L, a, axis, o.dtype, f"np.{name}")
         if skip_nans and x.dtype.kind == "f":
             x = L.b.emit("select", L.b.emit("isnan", x), L.b.const(identity, x.dtype, x.shape),
                          x)
@@ -58,7 +54,8 @@ def _scan(op: str, identity: float, skip_nans: bool) -> Any:
     return lower
 
 
-register("cumsum", np.cumsum, np.cumsum, np.cumulative_sum)(_scan("add", 0.0, False))
-register("cumprod", np.cumprod, np.cumprod, np.cumulative_prod)(_scan("mul", 1.0, False))
-register("nancumsum", np.nancumsum, np.nancumsum)(_scan("add", 0.0, True))
-register("nancumprod", np.nancumprod, np.nancumprod)(_scan("mul", 1.0, True))
+register("cumsum", np.cumsum, np.cumsum, np.cumulative_sum)(_scan("cumsum", "add", 0.0, False))
+register("cumprod", np.cumprod, np.cumprod, np.cumulative_prod)(
+    _scan("cumprod", "mul", 1.0, False))
+register("nancumsum", np.nancumsum, np.nancumsum)(_scan("nancumsum", "add", 0.0, True))
+register("nancumprod", np.nancumprod, np.nancumprod)(_scan("nancumprod", "mul", 1.0, True))

@@ -29,6 +29,7 @@ from yota.ir.types import TensorType
 
 from .axes import norm_axes
 from .registry import LoweringContext, register
+from .static import operand_along
 
 
 def _to_last(b: Builder, x: Value, axis: int) -> Value:
@@ -139,13 +140,6 @@ def sort_last(b: Builder, x: Value, with_indices: bool) -> tuple[Value, Value | 
     return out, idx
 
 
-def _axis_and_operand(L: LoweringContext, a: Any, axis: Any, dtype: Any) -> tuple[Value, int]:
-    x = L.operand(a, dtype, None)
-    if axis is None:
-        return L.b.reshape_to(x, (x.type.size,)), 0
-    return x, norm_axes(axis, x.ndim)[0]
-
-
 def _check_kind(kind: Any, order: Any) -> None:
     if order is not None:
         raise UnsupportedError("sorting by fields (order=) applies to structured arrays")
@@ -155,7 +149,7 @@ def _check_kind(kind: Any, order: Any) -> None:
 def _sort(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = -1, kind: Any = None,
           order: Any = None, *, stable: Any = None) -> Value:
     _check_kind(kind, order)
-    x, ax = _axis_and_operand(L, a, axis, outs[0].dtype)
+    x, ax = operand_along(L, a, axis, outs[0].dtype, "np.sort")
     s, _ = sort_last(L.b, _to_last(L.b, x, ax), False)
     return L.b.reshape_to(_from_last(L.b, s, ax), outs[0].shape)
 
@@ -164,7 +158,7 @@ def _sort(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = -1, ki
 def _argsort(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = -1,
              kind: Any = None, order: Any = None, *, stable: Any = None) -> Value:
     _check_kind(kind, order)
-    x, ax = _axis_and_operand(L, a, axis, None)
+    x, ax = operand_along(L, a, axis, None, "np.argsort")
     _, idx = sort_last(L.b, _to_last(L.b, x, ax), True)
     assert idx is not None
     return L.b.convert_to(L.b.reshape_to(_from_last(L.b, idx, ax), outs[0].shape),

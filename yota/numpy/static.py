@@ -52,3 +52,13 @@ def normalize_axis(axis: Any, ndim: int, fname: str) -> int:
     if not -ndim <= axis < max(ndim, 1):
         raise UnsupportedError(f"{fname}: axis {axis} is out of bounds for a {ndim}-d array")
     return axis % ndim if ndim else 0
+
+
+def operand_along(L: LoweringContext, a: Any, axis: Any, dtype: Any,
+                  fname: str) -> tuple[Value, int]:
+    """Argument ``a`` and the axis to work along: with ``axis=None``, NumPy's "the
+    flattened array" and axis 0."""
+    x = L.operand(a, dtype, None)
+    if axis is None:
+        return L.b.reshape_to(x, (x.type.size,)), 0
+    return x, normalize_axis(axis, x.ndim, fname)
