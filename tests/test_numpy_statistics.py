@@ -1,4 +1,5 @@
-"""Differences and NaN-aware statistics (``yota.numpy.statistics``) against NumPy on
+"""Differences, gradients, NaN-aware statistics (``yota.numpy.statistics``) and masked
+sums and means against NumPy on
 interp and llvm, over 0-d where NumPy allows it, empty, size-1 and non-contiguous
 operands and negative axes, and their gradients against finite differences."""
 
@@ -44,6 +45,16 @@ CASES: list[tuple[str, Callable[..., Any], list[np.ndarray]]] = [
     ("nanmean", lambda x: np.nanmean(x, axis=1), [XN, X]),
     ("nanmax", lambda x: np.nanmax(x, axis=1), [XN, X]),
     ("nanmin_keepdims", lambda x: np.nanmin(x, axis=0, keepdims=True), [XN]),
+    ("nanvar", lambda x: np.nanvar(x, axis=1), [XN, X]),
+    ("nanstd_ddof", lambda x: np.nanstd(x, axis=0, ddof=1), [XN, X]),
+    ("gradient_1d", lambda x: np.gradient(x[0]), [X, XT]),
+    ("gradient_axis", lambda x: np.gradient(x, axis=-1), [X, XT, ONE]),
+    ("gradient_all_axes", lambda x: np.gradient(x, 0.5)[0], [X]),
+    ("gradient_edge_order_2", lambda x: np.gradient(x, 2.0, axis=1, edge_order=2), [X, XT]),
+    ("sum_where", lambda x: np.sum(x, axis=1, where=x > 0), [X, XT]),
+    ("sum_where_constant", lambda x: np.sum(x, where=np.array([True, False, True, True])),
+     [X]),
+    ("mean_where", lambda x: np.mean(x, axis=0, where=np.abs(x) < 1.5), [X, XT]),
 ]
 
 
@@ -60,7 +71,8 @@ def test_values_match_numpy(name: str, f: Callable[..., Any], inputs: list[np.nd
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14, equal_nan=True)
 
 
-GRAD_CASES = [c for c in CASES if not c[0].startswith(("nan", "diff_n_past"))]
+GRAD_CASES = [c for c in CASES if not c[0].startswith(("nan", "diff_n_past", "mean_where",
+                                                        "sum_where"))]
 
 
 @pytest.mark.parametrize("backend", ["interp", "llvm"])
@@ -78,6 +90,15 @@ def test_gradients_match_finite_differences(name: str, f: Callable[..., Any],
 
 def test_nan_reductions_pass_no_gradient_to_nans() -> None:
     x = np.array([1.0, np.nan, 3.0])
-    for f in (np.nansum, np.nanmean, np.nanmax):
+    for f in (np.nansum, np.nanmean, np.nanmax, np.nanstd):
         _, g = yota.grad(lambda x, f=f: f(x) * 2.0, x)
         assert g[0][1] == 0.0 and np.all(np.isfinite(g[0]))
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+def test_masked_means_and_sums_differentiate_the_kept_elements(backend: str) -> None:
+    x = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])
+    keep = np.array([[True, False, True], [True, True, False]])
+    _, g = yota.grad(lambda x: np.mean(x, where=keep) + np.sum(x * x, where=keep), x,
+                     backend=backend)
+    np.testing.assert_allclose(g[0], np.where(keep, 1 / keep.sum() + 2 * x, 0.0))

@@ -20,7 +20,8 @@ or a new module here for a new family.
 ``scans``        cumsum, cumprod, nancumsum, nancumprod (log-step scans)
 ``sorting``      sort, argsort, partition, median, quantile, percentile (a bitonic
                  sorting network)
-``statistics``   diff, ediff1d, ptp, average, nansum, nanprod, nanmean, nanmax, nanmin
+``statistics``   diff, ediff1d, gradient, ptp, average, nansum, nanprod, nanmean,
+                 nanvar, nanstd, nanmax, nanmin
 ``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,
                  matvec, vecmat, np.linalg's contractions
 ``einsum``       einsum: every subscript form, as transposes, reshapes and matmuls

@@ -26,9 +26,17 @@ def _reduction(ir_name: str) -> Lower:
               where: Any = None) -> Value:
         o = outs[0]
         x = L.operand(a, o.dtype, None)
+        if where is not None:  # sum(where=mask): the masked-out elements count as 0
+            x = masked(L, x, where, 0.0)
         return _reduce(L, ir_name, x, norm_axes(axis, x.ndim), keepdims, o)
 
     return lower
+
+
+def masked(L: LoweringContext, x: Value, where: Any, fill: float) -> Value:
+    """``x`` with ``fill`` where the (broadcast) mask ``where`` is False."""
+    m = L.operand(where, np.bool_, x.shape)
+    return L.b.emit("select", m, x, L.b.const(fill, x.dtype, x.shape))
 
 
 def _logical(ir_name: str, empty: bool) -> Lower:
@@ -71,6 +79,10 @@ def _mean(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None, 
     o = outs[0]
     x = L.operand(a, o.dtype, None)
     axes = norm_axes(axis, x.ndim)
+    if where is not None:  # the mean of the selected elements (NaN where none is)
+        s = _reduce(L, "sum", masked(L, x, where, 0.0), axes, keepdims, o)
+        count = L.b.convert_to(L.operand(where, np.bool_, x.shape), o.dtype)
+        return L.b.div(s, _reduce(L, "sum", count, axes, keepdims, o))
     s = _reduce(L, "sum", x, axes, keepdims, o)
     n = int(np.prod([x.shape[i] for i in axes]))
     return L.b.div(s, L.b.const(n, o.dtype, o.shape))
@@ -91,12 +103,12 @@ def _moment(sqrt: bool) -> Lower:
         ss = _reduce(L, "sum", b.mul(d, d), axes, keepdims, o)
         dof = max(n - (correction if correction is not None else ddof), 0)  # as NumPy
         v = b.div(ss, b.const(dof, o.dtype, o.shape))
-        return _safe_sqrt(L, v) if sqrt else v
+        return safe_sqrt(L, v) if sqrt else v
 
     return lower
 
 
-def _safe_sqrt(L: LoweringContext, v: Value) -> Value:
+def safe_sqrt(L: LoweringContext, v: Value) -> Value:
     """``sqrt(v)`` whose gradient is 0 where ``v`` is 0 (the std of equal values, of one
     element): the subgradient at the minimum, not 0 * inf = NaN. The value is unchanged
     (sqrt(0) = 0); the square root never sees the zero, so no order of derivative does."""

@@ -95,6 +95,9 @@ _REFUSED_KWARGS = {
 }
 
 
+_ACCEPT_WHERE = {"where", "sum", "mean"}  # np.where itself; masked sums and means
+
+
 def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
     """The entry ``name``, after checking that it accepts ``args`` and ``kwargs``."""
     entry = TABLE[name]
@@ -105,7 +108,7 @@ def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
                                f"np.{name}{entry.signature})") from None
     for k, why in _REFUSED_KWARGS.items():
         v = kwargs.get(k)
-        if v is not None and not (k == "where" and name == "where") and not (
+        if v is not None and not (k == "where" and name in _ACCEPT_WHERE) and not (
                 k == "order" and v == "C") and not (k == "casting" and v == "same_kind"):
             shown = repr(v) if isinstance(v, (str, int, float)) else "..."
             raise UnsupportedError(f"np.{name}(..., {k}={shown}) at {where()} is not "

@@ -1,6 +1,7 @@
 """Differences and NaN-aware statistics: ``diff`` (``n``, ``axis``, ``prepend``,
-``append``), ``ediff1d``, ``ptp``, ``average`` (``weights``), ``nansum``, ``nanprod``,
-``nanmean``, ``nanmax`` and ``nanmin``.
+``append``), ``ediff1d``, ``gradient`` (uniform spacing, ``edge_order`` 1 or 2), ``ptp``,
+``average`` (``weights``), ``nansum``, ``nanprod``, ``nanmean``, ``nanvar``, ``nanstd``,
+``nanmax`` and ``nanmin``.
 
 NaN-aware reductions replace NaNs by the operation's identity with a ``select`` (so no
 gradient reaches them, as in JAX) and count the others for ``nanmean``.
@@ -18,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Value
+from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
-from .axes import norm_axes
+from .axes import int_tuple, norm_axes
+from .reductions import safe_sqrt
 from .registry import LoweringContext, register
 
 _NO = np._NoValue  # NumPy's marker for an argument that was not given
@@ -173,3 +176,86 @@ def _nanmean(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = Non
                      axes=axes)
     count = L.b.emit("sum", L.b.convert_to(L.b.emit("not", nan), x.dtype), axes=axes)
     return L.b.reshape_to(L.b.emit("div", total, count), o.shape)  # 0/0: NaN, as NumPy
+
+
+def _nanmoment(sqrt: bool) -> Any:
+    def lower(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None,
+              dtype: Any = None, out: Any = None, ddof: int = 0, keepdims: bool = False,
+              *, mean: Any = None, correction: Any = None) -> Value:
+        """The variance of the non-NaN elements (NaN where fewer than ddof + 1 remain)."""
+        o = outs[0]
+        b = L.b
+        x = L.operand(a, o.dtype, None)
+        axes = norm_axes(axis, x.ndim)
+        keep = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+        ok = b.emit("not", b.emit("isnan", x))
+        zero = b.const(0.0, x.dtype, x.shape)
+        count = b.emit("sum", b.convert_to(ok, x.dtype), axes=axes)
+        total = b.emit("sum", b.emit("select", ok, x, zero), axes=axes)
+        m = b.broadcast_to(b.reshape_to(b.emit("div", total, count), keep), x.shape)
+        d = b.emit("select", ok, b.emit("sub", x, m), zero)
+        dof = b.emit("sub", count, b.const(float(correction if correction is not None
+                                                 else ddof), x.dtype, count.shape))
+        v = b.emit("div", b.emit("sum", b.emit("mul", d, d), axes=axes), dof)
+        if sqrt:
+            v = safe_sqrt(L, v)
+        return b.reshape_to(v, o.shape)
+
+    return lower
+
+
+register("nanvar", np.nanvar, np.nanvar)(_nanmoment(False))
+register("nanstd", np.nanstd, np.nanstd)(_nanmoment(True))
+
+
+@register("gradient", np.gradient, np.gradient)
+def _gradient(L: LoweringContext, outs: list[TensorType], f: Any, *varargs: Any,
+              axis: Any = None, edge_order: int = 1) -> Any:
+    """NumPy's second-order central differences inside, first- or second-order one-sided
+    ones at the edges, for uniform spacings (scalars); one result per axis."""
+    x = L.operand(f, outs[0].dtype, None)
+    axes = list(range(x.ndim)) if axis is None else list(int_tuple(axis))
+    axes = [a % x.ndim for a in axes]
+    spacing = _spacings(L, varargs, len(axes))
+    if edge_order not in (1, 2):
+        raise UnsupportedError("np.gradient: edge_order must be 1 or 2")
+    res = [_gradient_along(L, x, ax, h, edge_order, o) for ax, h, o in zip(axes, spacing, outs,
+                                                                         strict=True)]
+    return res
+
+
+def _spacings(L: LoweringContext, varargs: tuple[Any, ...], n: int) -> list[float]:
+    if any(L.is_traced(v) or np.ndim(v) != 0 for v in varargs):
+        raise UnsupportedError("np.gradient: only uniform spacings given as Python numbers are "
+                               "supported (no coordinate arrays, no traced spacing)")
+    hs = [float(v) for v in varargs] or [1.0]
+    if len(hs) == 1:
+        hs = hs * n
+    if len(hs) != n:
+        raise UnsupportedError(f"np.gradient: {len(hs)} spacings for {n} axes")
+    return hs
+
+
+def _gradient_along(L: LoweringContext, x: Value, ax: int, h: float, edge_order: int,
+                    o: TensorType) -> Value:
+    b = L.b
+    n = x.shape[ax]
+    if n < edge_order + 1:
+        raise UnsupportedError(f"np.gradient: an axis of length {n} needs at least "
+                               f"{edge_order + 1} points")
+    s = lambda lo, hi: _slice(L, x, ax, lo, hi)  # noqa: E731
+    c = lambda v, like: b.const(v, x.dtype, like.shape)  # noqa: E731
+    inner = b.emit("div", b.emit("sub", s(2, n), s(0, n - 2)), c(2.0 * h, s(2, n)))
+    if edge_order == 1:
+        first = b.emit("div", b.emit("sub", s(1, 2), s(0, 1)), c(h, s(0, 1)))
+        last = b.emit("div", b.emit("sub", s(n - 1, n), s(n - 2, n - 1)), c(h, s(0, 1)))
+    else:  # (-3 f0 + 4 f1 - f2) / 2h, and its mirror
+        def combo(a0: int, a1: int, a2: int, sign: float) -> Value:
+            t = b.emit("add", b.emit("mul", s(a0, a0 + 1), c(-3.0 * sign, s(0, 1))),
+                       b.emit("mul", s(a1, a1 + 1), c(4.0 * sign, s(0, 1))))
+            t = b.emit("sub", t, b.emit("mul", s(a2, a2 + 1), c(sign, s(0, 1))))
+            return b.emit("div", t, c(2.0 * h, s(0, 1)))
+
+        first, last = combo(0, 1, 2, 1.0), combo(n - 1, n - 2, n - 3, -1.0)
+    parts = [first, inner, last] if n > 2 else [first, last]
+    return b.convert_to(b.emit("concatenate", *parts, axis=ax), o.dtype)
