@@ -217,3 +217,27 @@ def test_the_tape_and_ir_show_the_draws() -> None:
     _, tape = yota.trace(_noise, np.ones(2))
     assert "random.standard_normal((2,))::f64[2]" in str(tape)
     assert '"random.standard_normal at' in str(yota.to_ir(tape))
+
+
+def test_draws_from_another_thread_during_a_trace_are_not_recorded() -> None:
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+    seen: list[Any] = []
+
+    def other() -> None:
+        started.wait(10)
+        seen.append(np.random.standard_normal(2))  # NumPy's own, while the trace runs
+        release.set()
+
+    def f(w: np.ndarray) -> Any:
+        started.set()
+        release.wait(10)
+        return np.sum(w * np.random.standard_normal(2))
+
+    t = threading.Thread(target=other)
+    t.start()
+    _, tape = yota.trace(f, np.ones(2))
+    t.join()
+    assert isinstance(seen[0], np.ndarray)
+    assert len(tape.draws.events) == 1

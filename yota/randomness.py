@@ -32,6 +32,7 @@ error (draw standard values and transform them: ``mu + sigma * rng.standard_norm
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,6 +155,7 @@ class Recorder:
         self.ctx = ctx
         self.draws = Draws()
         self._by_id: dict[int, int] = {}
+        self.thread = threading.get_ident()  # draws from other threads are not this trace's
 
     def source_of(self, obj: Any) -> int:
         key = id(obj)
@@ -169,14 +171,18 @@ class Recorder:
         return self._by_id[-1]
 
     def created(self, constructor: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-                ) -> RecordingRNG:
+                ) -> Any:
         real = constructor(*args, **kwargs)
+        if threading.get_ident() != self.thread:
+            return real
         self.draws.sources.append(Source(constructor=constructor, args=args, kwargs=kwargs))
         self._by_id[id(real)] = len(self.draws.sources) - 1
         return RecordingRNG(real, self, self._by_id[id(real)])
 
     def call(self, real: Any, source: int, method: str, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
+        if threading.get_ident() != self.thread:
+            return getattr(real, method)(*args, **kwargs)
         args = tuple(self._plain(method, a) for a in args)
         kwargs = {k: self._plain(method, v) for k, v in kwargs.items()}
         value = getattr(real, method)(*args, **kwargs)
