@@ -44,6 +44,7 @@ from .tracer import Tracer
 
 MAX_OBJECTS = 20_000  # objects snapshotted per trace, at most
 MAX_ITEMS = 1_000  # items of one list or dict walked into, at most
+MAX_COPY = 100_000  # longer lists and dicts are taken for data, not snapshotted
 
 _MISSING = object()
 # code in these folders is library code: its objects and functions are not walked into
@@ -111,10 +112,14 @@ class Snapshot:
         if isinstance(x, (types.FunctionType, types.MethodType)):
             return list(self._roots(x)) if _user_code(x) else []
         if isinstance(x, list):
+            if len(x) > MAX_COPY:  # a data set, not state: not copied (nor restored)
+                return []
             self.lists.append((x, list(x)))
             self._rngs_in(x, enumerate(x))
             return x[:MAX_ITEMS]
         if isinstance(x, dict):
+            if len(x) > MAX_COPY:
+                return []
             self.dicts.append((x, dict(x)))
             self._rngs_in(x, x.items())
             return list(x.values())[:MAX_ITEMS]
