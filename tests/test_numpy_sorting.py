@@ -86,3 +86,43 @@ def test_cuda_kernels_emulated() -> None:
     _, tape = yota.trace(lambda x: np.sum(np.sort(x, axis=1) ** 2) + np.median(x), x)
     g = vjp(yota.to_ir(tape), [0])
     assert compare(g, [x], cuda.compile(g, device=emulator([g])), backend="cuda") is None
+
+
+NAN_FUNCS = {
+    "nanmedian": lambda x: np.nanmedian(x, axis=1),
+    "nanmedian_all": lambda x: np.nanmedian(x),
+    "nanmedian_keepdims": lambda x: np.nanmedian(x, axis=0, keepdims=True),
+    "nanpercentile": lambda x: np.nanpercentile(x, [0, 10, 50, 95, 100], axis=1),
+    "nanquantile": lambda x: np.nanquantile(x, 0.3, axis=0),
+}
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+@pytest.mark.parametrize("name", sorted(NAN_FUNCS))
+def test_nan_order_statistics_match_numpy(name: str, backend: str) -> None:
+    import warnings
+
+    x = np.random.default_rng(4).standard_normal((4, 7))
+    x[0, [1, 3]] = np.nan
+    x[2, :] = np.nan  # no value left: NaN, as NumPy (which warns)
+    x[3, 6] = np.nan
+    f = NAN_FUNCS[name]
+    with warnings.catch_warnings():  # NumPy warns of the all-NaN row, eagerly and traced
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.asarray(f(x))
+        got = np.asarray(yota.compile(f, x, backend=backend)(x))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ["interp", "llvm"])
+def test_nan_percentile_gradient_skips_the_nans(backend: str) -> None:
+    x = np.array([[3.0, np.nan, 1.0, 4.0, 2.0], [0.5, 1.5, np.nan, np.nan, -1.0]])
+    _, g = yota.grad(lambda x: np.sum(np.nanpercentile(x, 40, axis=1)) * 2.0, x,
+                     backend=backend)
+    want = np.zeros_like(x)
+    # row 0: sorted 1, 2, 3, 4; position 3 * 0.4 = 1.2: 0.8 of 2 (x[0, 4]) + 0.2 of 3
+    want[0, [4, 0]] = [1.6, 0.4]
+    # row 1: sorted -1, 0.5, 1.5; position 2 * 0.4 = 0.8: 0.2 of -1 (x[1, 4]) + 0.8 of 0.5
+    want[1, [4, 0]] = [0.4, 1.6]
+    np.testing.assert_allclose(g[0], want, atol=1e-12)

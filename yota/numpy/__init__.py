@@ -18,8 +18,8 @@ or a new module here for a new family.
 ``reductions``   sum, prod, max, min, mean, var, std, any, all, count_nonzero,
                  argmax, argmin
 ``scans``        cumsum, cumprod, nancumsum, nancumprod (log-step scans)
-``sorting``      sort, argsort, partition, median, quantile, percentile (a bitonic
-                 sorting network)
+``sorting``      sort, argsort, partition, median, quantile, percentile and their nan
+                 versions (a bitonic sorting network)
 ``statistics``   diff, ediff1d, gradient, ptp, average, nansum, nanprod, nanmean,
                  nanvar, nanstd, nanmax, nanmin
 ``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,

@@ -1,7 +1,8 @@
 """Sorting and order statistics: ``sort``, ``argsort`` (indices, no gradient),
 ``partition`` (sorted entirely, which is one valid partition), ``median``, ``percentile``
-and ``quantile`` (NumPy's default linear method). Not here: ``nanmedian``,
-``nanpercentile``, ``nanquantile`` (their count of values varies per slice).
+and ``quantile`` (NumPy's default linear method), and ``nanmedian``, ``nanpercentile``,
+``nanquantile`` (the positions depend on each slice's count of non-NaN values, so the
+values are gathered).
 
 A sort is a bitonic sorting network along the last axis (the axis is moved there first),
 padded to a power of two with elements marked to sort after everything: log2(n)(log2(n)+1)/2 compare-exchange steps, each a
@@ -252,3 +253,76 @@ def _static_q(L: LoweringContext, q: Any, scale: float) -> np.ndarray:
         raise UnsupportedError("the quantile q decides which elements are read: it must be a "
                                "constant of the trace (a Python number or a plain array)")
     return np.asarray(q, dtype=np.float64) / scale
+
+
+def _nan_quantiles(L: LoweringContext, s: Value, valid: Value, qs: np.ndarray) -> Value:
+    """Linear interpolation between the sorted non-NaN values of each row of ``s`` (NaNs
+    sort last; ``valid`` counts the others, per row): the positions depend on the data, so
+    the values are gathered. A row with no value gives NaN, as NumPy (with a warning)."""
+    b = L.b
+    rows, m = s.shape[0], s.shape[1]
+    row_ids = b.const(np.arange(rows, dtype=np.int64))
+    top = b.const(float(max(m - 1, 0)), s.dtype, (rows,))
+    zero = b.const(0.0, s.dtype, (rows,))
+    none = b.emit("eq", valid, zero)
+
+    def at(pos: Value) -> Value:
+        i = b.convert_to(b.emit("minimum", b.emit("maximum", pos, zero), top), np.int64)
+        return b.emit("gather", s, row_ids, i, axis=0)
+
+    vals = []
+    for q in qs.reshape(-1):
+        pos = b.emit("mul", b.emit("sub", valid, b.const(1.0, s.dtype, (rows,))),
+                     b.const(float(q), s.dtype, (rows,)))
+        lo, hi = b.emit("floor", pos), b.emit("ceil", pos)
+        t = b.emit("sub", pos, lo)
+        a_, c_ = at(lo), at(hi)
+        d = b.emit("sub", c_, a_)
+        below = b.emit("add", a_, b.emit("mul", d, t))
+        above = b.emit("sub", c_, b.emit("mul", d, b.emit("sub", b.const(1.0, s.dtype, (rows,)),
+                                                           t)))
+        v = b.emit("select", b.emit("lt", t, b.const(0.5, s.dtype, (rows,))), below, above)
+        v = b.emit("select", none, b.const(np.nan, s.dtype, (rows,)), v)
+        vals.append(b.reshape_to(v, (1, rows)))
+    return vals[0] if len(vals) == 1 else b.emit("concatenate", *vals, axis=0)
+
+
+def _nan_order_statistic(L: LoweringContext, o: TensorType, a: Any, qs: np.ndarray,
+                         axis: Any, method: str) -> Value:
+    if method != "linear":
+        raise UnsupportedError(f"method={method!r} of nanpercentile/nanquantile: only "
+                               "'linear' (NumPy's default) is supported")
+    if np.any((qs < 0) | (qs > 1)):
+        raise UnsupportedError("quantiles must be in [0, 1] (percentiles in [0, 100])")
+    x = L.operand(a, o.dtype, None)
+    axes = norm_axes(axis, x.ndim)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    y = L.b.emit("transpose", x, perm=tuple(keep + list(axes))) if keep + list(axes) != \
+        list(range(x.ndim)) else x
+    rows = int(np.prod([x.shape[i] for i in keep]))
+    y = L.b.reshape_to(y, (rows, int(np.prod([x.shape[i] for i in axes]))))
+    s, _ = sort_last(L.b, y, False)
+    valid = L.b.emit("sum", L.b.convert_to(L.b.emit("not", L.b.emit("isnan", y)), y.dtype),
+                     axes=(1,))
+    return L.b.reshape_to(_nan_quantiles(L, s, valid, qs), o.shape)
+
+
+@register("nanmedian", np.nanmedian, np.nanmedian)
+def _nanmedian(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None,
+               out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Value:
+    return _nan_order_statistic(L, outs[0], a, np.array(0.5), axis, "linear")
+
+
+@register("nanquantile", np.nanquantile, np.nanquantile)
+def _nanquantile(L: LoweringContext, outs: list[TensorType], a: Any, q: Any, axis: Any = None,
+                 out: Any = None, overwrite_input: bool = False, method: str = "linear",
+                 keepdims: bool = False, *, weights: Any = None) -> Value:
+    return _nan_order_statistic(L, outs[0], a, _static_q(L, q, 1.0), axis, method)
+
+
+@register("nanpercentile", np.nanpercentile, np.nanpercentile)
+def _nanpercentile(L: LoweringContext, outs: list[TensorType], a: Any, q: Any,
+                   axis: Any = None, out: Any = None, overwrite_input: bool = False,
+                   method: str = "linear", keepdims: bool = False, *,
+                   weights: Any = None) -> Value:
+    return _nan_order_statistic(L, outs[0], a, _static_q(L, q, 100.0), axis, method)
