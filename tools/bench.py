@@ -102,6 +102,29 @@ def loss_w5(xp: Any) -> Callable[..., Any]:
     return lambda X, b: xp.sum(logsumexp_rows(xp, X + b))
 
 
+def im2col_indices(h: int, w: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column indices into the padded image of every k x k patch: (h*w, k*k)."""
+    oy, ox = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+    dy, dx = np.meshgrid(np.arange(k), np.arange(k), indexing="ij")
+    return ((oy.reshape(-1, 1) + dy.reshape(1, -1)),
+            (ox.reshape(-1, 1) + dx.reshape(1, -1)))
+
+
+def loss_w6(xp: Any) -> Callable[..., Any]:
+    """A 3x3 'same' convolution in im2col form (pad, gather the patches, one matmul),
+    bias, tanh, and the mean of squares; the images are a constant input."""
+    def loss(Wc: Any, bc: Any, X: Any) -> Any:
+        B, C, H, W = X.shape
+        k = Wc.shape[-1]
+        rows, cols = im2col_indices(H, W, k)
+        P = xp.pad(X, ((0, 0), (0, 0), (k // 2, k // 2), (k // 2, k // 2)))
+        patches = P[:, :, rows, cols]  # (B, C, H*W, k*k)
+        patches = xp.transpose(patches, (0, 2, 1, 3)).reshape(B, H * W, C * k * k)
+        out = patches @ Wc.reshape(Wc.shape[0], -1).T + bc  # (B, H*W, F)
+        return xp.sum(xp.tanh(out) ** 2) / B
+    return loss
+
+
 # -- the hand-written NumPy gradients (the no-AD baseline) --------------------------------
 
 
@@ -160,6 +183,18 @@ def hand_w4(W: np.ndarray, U: np.ndarray, b: np.ndarray, xs: np.ndarray) -> Resu
     dW = dpre[1:].reshape(-1, H).T @ hs[:-1].reshape(-1, H)
     dU = dpre.reshape(-1, H).T @ xs.reshape(-1, n_in)
     return val, {"W": dW, "U": dU, "b": dpre.sum(axis=(0, 1))}
+
+
+def hand_w6(Wc: np.ndarray, bc: np.ndarray, X: np.ndarray) -> Result:
+    B, C, H, W = X.shape
+    F, k = Wc.shape[0], Wc.shape[-1]
+    rows, cols = im2col_indices(H, W, k)
+    P = np.pad(X, ((0, 0), (0, 0), (k // 2, k // 2), (k // 2, k // 2)))
+    patches = P[:, :, rows, cols].transpose(0, 2, 1, 3).reshape(B * H * W, C * k * k)
+    t = np.tanh(patches @ Wc.reshape(F, -1).T + bc)
+    dout = (2.0 / B) * t * (1 - t * t)  # d/d(out) of sum(tanh(out)**2) / B
+    return (float(np.sum(t * t) / B),
+            {"Wc": (dout.T @ patches).reshape(Wc.shape), "bc": dout.sum(axis=0)})
 
 
 def hand_w5(X: np.ndarray, b: np.ndarray) -> Result:
@@ -261,14 +296,26 @@ def w5(rows: int, cols: int) -> Workload:
                                         "b": _normal(r, cols, f32)}, ("X", "b"))
 
 
+def w6(B: int, C: int, F: int, S: int, k: int = 3) -> Workload:
+    f32 = np.float32
+
+    def make(r: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"Wc": _normal(r, (F, C, k, k), f32, 1 / math.sqrt(C * k * k)),
+                "bc": _normal(r, F, f32, 0.1), "X": _normal(r, (B, C, S, S), f32)}
+
+    flops = 2 * 2 * B * S * S * C * k * k * F  # forward and weight gradient matmuls
+    desc = f"conv {k}x{k} 'same' in im2col form, batch {B}, {C}->{F} channels, {S}x{S}, f32"
+    return Workload("W6", desc, f32, loss_w6, hand_w6, make, ("Wc", "bc"), ("X",), flops=flops)
+
+
 def workloads(quick: bool) -> list[Workload]:
     if quick:
         return [w1(np.float64), w1(np.float32), w2(1000, "1e3"), w2(10_000, "1e4"),
                 w3([20, 16, 8, 4], 6), w4(np.float64, 3, 8, 4, 5), w4(np.float32, 3, 8, 4, 5),
-                w5(64, 32)]
+                w5(64, 32), w6(2, 3, 4, 6)]
     return [w1(np.float64), w1(np.float32), w2(10**6, "1e6"), w2(10**7, "1e7"),
             w3([784, 512, 256, 10], 128), w4(np.float64, 20, 256, 32, 256),
-            w4(np.float32, 20, 256, 32, 256), w5(4096, 1024)]
+            w4(np.float32, 20, 256, 32, 256), w5(4096, 1024), w6(32, 3, 16, 32)]
 
 
 # -- systems -----------------------------------------------------------------------------
@@ -393,8 +440,13 @@ def torch_namespace(torch: Any) -> Any:
     def tmax(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         return x.amax() if axis is None else x.amax(dim=axis, keepdim=keepdims)
 
+    def tpad(x: Any, widths: Any) -> Any:  # NumPy's ((before, after), ...) per axis
+        flat = [int(v) for pair in reversed(widths) for v in pair]
+        return torch.nn.functional.pad(x, flat)
+
     return types.SimpleNamespace(sum=tsum, max=tmax, exp=torch.exp, log=torch.log,
-                                 tanh=torch.tanh, arange=torch.arange)
+                                 tanh=torch.tanh, arange=torch.arange, pad=tpad,
+                                 transpose=lambda x, axes: x.permute(*axes))
 
 
 def prepare_torch(compiled: bool) -> Callable[..., tuple[Step, Any]]:
