@@ -209,8 +209,10 @@ def _nan_if_any(L: LoweringContext, x: Value, r: Value) -> Value:
     return L.b.emit("select", anynan, L.b.const(np.nan, r.dtype, r.shape), r)
 
 
-def _order_statistic(L: LoweringContext, o: TensorType, a: Any, qs: np.ndarray, axis: Any,
-                     keepdims: bool, method: str) -> Value:
+def _sorted_rows(L: LoweringContext, o: TensorType, a: Any, qs: np.ndarray, axis: Any,
+                 method: str) -> tuple[Value, Value]:
+    """The checked quantile arguments, and ``a`` as rows (the kept axes) of the reduced
+    axes' elements: the rows, and the rows sorted."""
     if method != "linear":
         raise UnsupportedError(f"method={method!r} of percentile/quantile: only 'linear' "
                                "(NumPy's default) is supported")
@@ -219,33 +221,37 @@ def _order_statistic(L: LoweringContext, o: TensorType, a: Any, qs: np.ndarray, 
     x = L.operand(a, o.dtype, None)
     axes = norm_axes(axis, x.ndim)
     keep = [i for i in range(x.ndim) if i not in axes]
-    y = L.b.emit("transpose", x, perm=tuple(keep + list(axes))) if keep + list(axes) != \
-        list(range(x.ndim)) else x
-    y = L.b.reshape_to(y, tuple(x.shape[i] for i in keep) + (
-        int(np.prod([x.shape[i] for i in axes])),))
-    s, _ = sort_last(L.b, y, False)
-    r = _nan_if_any(L, y, _quantiles(L, s, qs, o))
-    return L.b.reshape_to(r, o.shape)
+    perm = keep + list(axes)
+    y = L.b.emit("transpose", x, perm=tuple(perm)) if perm != list(range(x.ndim)) else x
+    y = L.b.reshape_to(y, (int(np.prod([x.shape[i] for i in keep])),
+                           int(np.prod([x.shape[i] for i in axes]))))
+    return y, sort_last(L.b, y, False)[0]
+
+
+def _order_statistic(L: LoweringContext, o: TensorType, a: Any, qs: np.ndarray, axis: Any,
+                     method: str) -> Value:
+    y, s = _sorted_rows(L, o, a, qs, axis, method)
+    return L.b.reshape_to(_nan_if_any(L, y, _quantiles(L, s, qs, o)), o.shape)
 
 
 @register("median", np.median, np.median)
 def _median(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = None,
             out: Any = None, overwrite_input: bool = False, keepdims: bool = False) -> Value:
-    return _order_statistic(L, outs[0], a, np.array(0.5), axis, keepdims, "linear")
+    return _order_statistic(L, outs[0], a, np.array(0.5), axis, "linear")
 
 
 @register("quantile", np.quantile, np.quantile)
 def _quantile(L: LoweringContext, outs: list[TensorType], a: Any, q: Any, axis: Any = None,
               out: Any = None, overwrite_input: bool = False, method: str = "linear",
               keepdims: bool = False, *, weights: Any = None) -> Value:
-    return _order_statistic(L, outs[0], a, _static_q(L, q, 1.0), axis, keepdims, method)
+    return _order_statistic(L, outs[0], a, _static_q(L, q, 1.0), axis, method)
 
 
 @register("percentile", np.percentile, np.percentile)
 def _percentile(L: LoweringContext, outs: list[TensorType], a: Any, q: Any, axis: Any = None,
                 out: Any = None, overwrite_input: bool = False, method: str = "linear",
                 keepdims: bool = False, *, weights: Any = None) -> Value:
-    return _order_statistic(L, outs[0], a, _static_q(L, q, 100.0), axis, keepdims, method)
+    return _order_statistic(L, outs[0], a, _static_q(L, q, 100.0), axis, method)
 
 
 def _static_q(L: LoweringContext, q: Any, scale: float) -> np.ndarray:
@@ -289,19 +295,7 @@ def _nan_quantiles(L: LoweringContext, s: Value, valid: Value, qs: np.ndarray) -
 
 def _nan_order_statistic(L: LoweringContext, o: TensorType, a: Any, qs: np.ndarray,
                          axis: Any, method: str) -> Value:
-    if method != "linear":
-        raise UnsupportedError(f"method={method!r} of nanpercentile/nanquantile: only "
-                               "'linear' (NumPy's default) is supported")
-    if np.any((qs < 0) | (qs > 1)):
-        raise UnsupportedError("quantiles must be in [0, 1] (percentiles in [0, 100])")
-    x = L.operand(a, o.dtype, None)
-    axes = norm_axes(axis, x.ndim)
-    keep = [i for i in range(x.ndim) if i not in axes]
-    y = L.b.emit("transpose", x, perm=tuple(keep + list(axes))) if keep + list(axes) != \
-        list(range(x.ndim)) else x
-    rows = int(np.prod([x.shape[i] for i in keep]))
-    y = L.b.reshape_to(y, (rows, int(np.prod([x.shape[i] for i in axes]))))
-    s, _ = sort_last(L.b, y, False)
+    y, s = _sorted_rows(L, o, a, qs, axis, method)
     valid = L.b.emit("sum", L.b.convert_to(L.b.emit("not", L.b.emit("isnan", y)), y.dtype),
                      axes=(1,))
     return L.b.reshape_to(_nan_quantiles(L, s, valid, qs), o.shape)
