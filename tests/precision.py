@@ -36,7 +36,7 @@ from itertools import product
 from typing import Any
 
 import numpy as np
-from yota.ir import Function, get_opdef
+from yota.ir import Function, get_opdef, run
 from yota.ir.interpreter import check_inputs
 from yota.ir.ops import OPS
 
@@ -250,7 +250,7 @@ def bounds(fn: Function, args: Sequence[np.ndarray], *, same_impl: bool = False,
             continue
         if get_opdef(op.name).calls:
             callee = fn.callees[op.attrs["callee"]]
-            ys = _run_values(callee, xs)
+            ys = run(callee, *xs)
             dys = bounds(callee, xs, same_impl=same_impl, arg_bounds=ds)
         else:
             ys = _run_values_op(op, xs)
@@ -259,11 +259,6 @@ def bounds(fn: Function, args: Sequence[np.ndarray], *, same_impl: bool = False,
         for r, y, d in zip(op.results, ys, dys, strict=True):
             env[r], dev[r] = y, d
     return [dev[v] for v in fn.outputs]
-
-
-def _run_values(fn: Function, xs: list[np.ndarray]) -> list[np.ndarray]:
-    from yota.ir import run
-    return run(fn, *xs)
 
 
 def _run_values_op(op: Any, xs: list[np.ndarray]) -> list[np.ndarray]:
@@ -342,7 +337,6 @@ def programs_mismatch(f: Function, g: Function, args: Sequence[np.ndarray]) -> s
     programs' bounds: each run is within its own bound of any other correct order of its
     sums. A rewrite that is not a reassociation of the modelled ops (fast-math algebra)
     is outside this rule."""
-    from yota.ir import run
     want, got = run(f, *args), run(g, *args)
     bf = bounds(f, args, same_impl=True)
     bg = bounds(g, args, same_impl=True)

@@ -18,8 +18,6 @@ from .structs import rebuild_sequence
 from .tape import Tape, Var
 from .validate import check_callable
 
-MAX_VARIANTS = 8  # programs kept per signature (most recently built first)
-
 
 def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
     it = iter(outs)
@@ -103,7 +101,7 @@ class CompiledFunction:
                                                cache=self.cache)
         variants = self.programs.setdefault(tape_signature(tape), [])
         variants.insert(0, program)
-        del variants[MAX_VARIANTS:]
+        del variants[pipeline.MAX_VARIANTS:]
         return program, outs
 
     @property

@@ -79,7 +79,6 @@ def _short(v: Any) -> str:
     return repr(v)
 
 
-MAX_VARIANTS = 8  # programs kept per function and signature (most recently built first)
 RETRACE_WARNING = 5  # consecutive retraces of one function and signature before a warning
 
 
@@ -178,7 +177,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
     program = build_grad_program(f, args, backend, optimize, cache)
     program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
     variants.programs.insert(0, program)
-    del variants.programs[MAX_VARIANTS:]
+    del variants.programs[pipeline.MAX_VARIANTS:]
     return program, outs
 
 

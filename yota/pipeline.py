@@ -65,6 +65,8 @@ class Stats:
 
 stats = Stats()
 
+MAX_VARIANTS = 8  # compiled programs kept per function and signature (latest first)
+
 
 # -- trace ------------------------------------------------------------------------------------
 def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:

@@ -30,7 +30,6 @@ from yota.ir.types import TensorType
 
 from .registry import LoweringContext, register
 
-Fn = Callable[..., Value]
 _BIG = 2.0 ** 28  # beyond it, x**2 + 1 == x**2 in float64: asinh/acosh as log(2x)
 
 
@@ -168,19 +167,28 @@ def _trunc(m: _Ops, x: Value) -> Value:
     return m.where(m.lt(x, m.c(0.0)), m.ceil(x), m.floor(x))
 
 
+def _same(m: _Ops, x: Value) -> Value:
+    return x
+
+
+def _radians(m: _Ops, x: Value) -> Value:
+    return m.mul(x, m.c(math.pi / 180.0))
+
+
+def _degrees(m: _Ops, x: Value) -> Value:
+    return m.mul(x, m.c(180.0 / math.pi))
+
+
 for _name, _fn, _body in [
     ("arcsinh", np.arcsinh, _asinh), ("arccosh", np.arccosh, _acosh),
     ("arctanh", np.arctanh, _atanh), ("sinc", np.sinc, _sinc), ("cbrt", np.cbrt, _cbrt),
     ("trunc", np.trunc, _trunc), ("fix", np.fix, _trunc),
     ("fabs", np.fabs, lambda m, x: m.abs(x)),
-    ("deg2rad", np.deg2rad, lambda m, x: m.mul(x, m.c(math.pi / 180.0))),
-    ("radians", np.radians, lambda m, x: m.mul(x, m.c(math.pi / 180.0))),
-    ("rad2deg", np.rad2deg, lambda m, x: m.mul(x, m.c(180.0 / math.pi))),
-    ("degrees", np.degrees, lambda m, x: m.mul(x, m.c(180.0 / math.pi))),
+    ("deg2rad", np.deg2rad, _radians), ("radians", np.radians, _radians),
+    ("rad2deg", np.rad2deg, _degrees), ("degrees", np.degrees, _degrees),
     ("exp2", np.exp2, lambda m, x: m.pow(m.c(2.0), x)),
-    ("real", np.real, lambda m, x: x), ("conj", np.conj, lambda m, x: x),
-    ("conjugate", np.conjugate, lambda m, x: x),
-    ("real_if_close", np.real_if_close, lambda m, x: x),
+    ("real", np.real, _same), ("conj", np.conj, _same), ("conjugate", np.conjugate, _same),
+    ("real_if_close", np.real_if_close, _same),
     ("imag", np.imag, lambda m, x: m.c(0.0)),
     ("angle", np.angle, lambda m, x: m.arctan2(m.c(0.0), x)),
 ]:
