@@ -91,6 +91,7 @@ class _Variants:
     programs: list[Program] = field(default_factory=list)
     retraces: int = 0  # consecutive calls that ended in a retrace
     warned: bool = False
+    draws: bool = False  # a program draws random numbers: save generator states per call
 
 
 _static_cache: weakref.WeakKeyDictionary[Any, dict[Any, _Variants]] = weakref.WeakKeyDictionary()
@@ -155,7 +156,8 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
     per_fn = _static_cache.setdefault(_cache_owner(f), {})
     variants = per_fn.setdefault(key, _Variants())
     failed: tuple[Program, GuardFailed] | None = None
-    rngs = randomness.states_of([p.tape for p in variants.programs])
+    rngs = randomness.states_of([p.tape for p in variants.programs]) if variants.draws \
+        else None
     for program in list(variants.programs):
         if not program.still_valid():
             variants.programs.remove(program)
@@ -178,6 +180,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
     program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
     variants.programs.insert(0, program)
     del variants.programs[pipeline.MAX_VARIANTS:]
+    variants.draws = any(p.tape.draws for p in variants.programs)
     return program, outs
 
 
