@@ -7,10 +7,11 @@ it with its source line, so every message points at the user's own code.
 from __future__ import annotations
 
 import dis
+import functools
 import os
 import re
 import sys
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import numpy as np
@@ -99,8 +100,15 @@ def store_error(conv: str) -> UnsupportedError | None:
 
 
 def _current_opname(frame: FrameType) -> str | None:
-    for ins in dis.get_instructions(frame.f_code):
-        if ins.offset == frame.f_lasti:
+    return _opname_at(frame.f_code, frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=4096)
+def _opname_at(code: CodeType, offset: int) -> str | None:
+    """The instruction at ``offset`` of ``code`` (a loop converting a value on every
+    iteration asks for the same one again: cached)."""
+    for ins in dis.get_instructions(code):
+        if ins.offset == offset:
             return ins.opname
     return None
 
