@@ -65,13 +65,11 @@ def play(tape: Tape, *args: Any) -> Any:
 
 
 def _name_branch(e: GuardFailed, tape: Tape, fn: Any) -> GuardFailed:
-    """The error with the guarded branch's source line (the i-th guard op is the i-th
-    guard of the tape, as ``to_ir`` lowers them in order)."""
-    ops = fn.ops
-    if not 0 <= e.guard_index < len(ops) or ops[e.guard_index].name != "guard":
+    """The error with the guarded branch's source line."""
+    in_fn = 0 <= e.guard_index < len(fn.ops) and fn.ops[e.guard_index].name == "guard"
+    if not in_fn:  # a guard inside a callee
         return e
-    k = sum(op.name == "guard" for op in ops[:e.guard_index])
-    loc = tape.guards[k].loc
+    loc = pipeline.guard_loc(fn, tape, e)
     if loc is not None and f"at {loc}:" not in str(e):  # the guard of a primitive's body
         return e
     where = loc.describe() if loc is not None else "an unknown line"

@@ -191,7 +191,8 @@ def _note_retrace(f: Any, variants: _Variants, program: Program, e: GuardFailed)
         return
     variants.warned = True
     name = getattr(f, "__name__", type(f).__name__)
-    where = pipeline.guard_line(program, e) or "a line of your code"
+    loc = pipeline.guard_loc(program.fn, program.tape, e)
+    where = loc.describe() if loc is not None else "a line of your code"
     warnings.warn(
         f"yota.grad: {name} was traced again on each of the last {variants.retraces} calls "
         f"because the Python value taken from a traced array at {where} (float(), int(), "

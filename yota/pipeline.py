@@ -32,7 +32,7 @@ from .cache.key import tape_signature
 from .cache.lookup import compile_cached
 from .lowering import to_ir
 from .program import Program
-from .tape import Tape, Var
+from .tape import Loc, Tape, Var
 from .tracing import trace
 
 log = logging.getLogger("yota")
@@ -212,15 +212,15 @@ def reanchor(fn: Function, e: GuardFailed) -> Function | None:
     return fn.replace(ops=ops)
 
 
-def guard_line(program: Program, e: GuardFailed) -> str | None:
-    """The user's source line of the guard that failed (``file:line``), if known."""
-    ops = program.fn.ops
+def guard_loc(fn: Function, tape: Tape, e: GuardFailed) -> Loc | None:
+    """Where in the user's code the guard that failed in ``fn`` (built from ``tape``) was
+    recorded: the i-th guard op is the tape's i-th guard, as lowering keeps their order."""
+    ops = fn.ops
     if not 0 <= e.guard_index < len(ops) or ops[e.guard_index].name != "guard":
         return None
     k = sum(op.name == "guard" for op in ops[:e.guard_index])
-    guards = program.tape.guards
-    loc = guards[k].loc if k < len(guards) else None
-    return loc.describe() if loc is not None else None
+    guards = tape.guards
+    return guards[k].loc if k < len(guards) else None
 
 
 # -- stages, for inspection -------------------------------------------------------------------
