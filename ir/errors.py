@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 class YotaError(Exception):
     """Base class of every error Yota raises on purpose (re-exported as ``yota.YotaError``)."""
@@ -47,3 +49,10 @@ class TraceError(YotaError):
 
 class SignatureError(YotaError):
     """Arguments do not match the signature a program was compiled for."""
+
+
+class LinAlgError(YotaError, np.linalg.LinAlgError):
+    """A linear-algebra op met input NumPy's ``np.linalg`` rejects (a singular matrix in
+    ``solve``/``inv``, one that is not positive definite in ``cholesky``, no convergence).
+    It is also a ``numpy.linalg.LinAlgError``, so code that catches NumPy's error catches
+    it, from the interpreter as from compiled code."""

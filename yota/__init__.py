@@ -8,6 +8,7 @@ array([0., 2., 4.])
 
 from yota.ir.errors import (
     GuardFailed,
+    LinAlgError,
     MissingRuleError,
     SignatureError,
     TraceError,
@@ -32,7 +33,7 @@ from .update import update_
 __version__ = "0.1.0"
 
 __all__ = [
-    "GuardFailed", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
+    "GuardFailed", "LinAlgError", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
     "update_", "to_device", "cache", "aot", "explain",
