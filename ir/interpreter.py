@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from .core import Function, Value
-from .errors import GuardFailed, IRTypeError, SignatureError
+from .core import Function, Op, Value
+from .errors import GuardFailed, IRTypeError, LinAlgError, SignatureError
 from .ops import get_opdef
+from .ops.lapack import FAILURES as LINALG_FAILURES
+from .ops.lapack import linalg_error
 from .ops.misc import guard_holds
 
 
@@ -50,13 +52,24 @@ def run(fn: Function, *args: Any) -> list[np.ndarray]:
         if opdef.calls:
             results: Any = run(fn.callees[op.attrs["callee"]], *xs)
         else:
-            with np.errstate(all="ignore"):
-                results = opdef.impl(*xs, **op.attrs)
+            results = _apply(opdef.impl, op, xs)
             if len(op.results) == 1:
                 results = [results]
         for r, val in zip(op.results, results, strict=True):
             env[r] = _as_type(val, r, op.name)
     return [env[v] for v in fn.outputs]
+
+
+def _apply(impl: Any, op: Op, xs: list[np.ndarray]) -> Any:
+    """``op``'s NumPy reference on ``xs``; NumPy's ``LinAlgError`` (a singular matrix...)
+    becomes Yota's, with the op and the user's line."""
+    try:
+        with np.errstate(all="ignore"):
+            return impl(*xs, **op.attrs)
+    except np.linalg.LinAlgError as e:
+        if op.name not in LINALG_FAILURES or isinstance(e, LinAlgError):
+            raise
+        raise linalg_error(op.name, op.loc) from e
 
 
 def _as_type(val: Any, r: Value, opname: str) -> np.ndarray:

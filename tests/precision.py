@@ -40,7 +40,7 @@ from yota.ir import Function, get_opdef, run
 from yota.ir.interpreter import check_inputs
 from yota.ir.ops import OPS
 
-MOVE, EXACT, STEP, ULP, SUM = "move", "exact", "step", "ulp", "sum"
+MOVE, EXACT, STEP, ULP, SUM, FACTOR = "move", "exact", "step", "ulp", "sum", "factor"
 ULPS = 8  # libmvec and CUDA document 1-4 ulps (float32 pow: 8); NumPy's own are 1-4
 
 _WHY = {
@@ -49,6 +49,7 @@ _WHY = {
     STEP: "piecewise constant: exact unless operands straddle a step",
     ULP: "transcendental: implementations differ by a few ulps",
     SUM: "reassociated reduction: the order of terms depends on layout and CPU",
+    FACTOR: "LAPACK factorization: backward stable, blocking and pivot order differ",
 }
 _CLASSES = {
     MOVE: "reshape transpose broadcast slice flip pad concatenate gather select const max min "
@@ -59,6 +60,7 @@ _CLASSES = {
     ULP: "exp expm1 log log1p log2 sin cos tan tanh sinh cosh arctan arcsin arccos arctan2 "
          "pow",
     SUM: "sum sum_to prod matmul scatter_add",
+    FACTOR: "cholesky triangular_solve lu solve eigh svd svdvals qr",
 }
 PRECISION: dict[str, tuple[str, str]] = {
     op: (cls, _WHY[cls]) for cls, ops in _CLASSES.items() for op in ops.split()}
@@ -213,12 +215,36 @@ def _op_bounds(op: Any, xs: list[np.ndarray], ds: list[np.ndarray], y: np.ndarra
         out = _sum_class(op.name, xs, ds, op.attrs, y)
     elif cls == MOVE:
         out = _move_class(op.name, xs, ds, op.attrs, y)
+    elif cls == FACTOR:
+        out = _factor_bounds(op.name, xs, ds, y)
     elif op.name in ("argmax", "argmin"):
         out = _arg_bounds(op.name, xs[0], ds[0], op.attrs["axis"], y)
     else:
         out = _elementwise(op.name, cls, xs, ds, op.attrs, y, same_impl)
     out = np.broadcast_to(np.asarray(out, dtype=np.float64), y.shape)
     return _undetermined(out) if y.dtype.kind != "f" else out
+
+
+def _factor_bounds(op: str, xs: list[np.ndarray], ds: list[np.ndarray],
+                   y: np.ndarray) -> np.ndarray:
+    """A backward-stable factorization or solve (single result): the computed result is
+    the exact one of operands moved by ``c n eps`` relative to their size, so it moves by
+    the condition number times that, plus the operands' own bounds relative to their size
+    (normwise, per matrix; c = 8; singular values have condition 1)."""
+    a = xs[0].astype(np.float64)
+    n = max(a.shape[-2:]) if a.ndim >= 2 else 1
+    with np.errstate(all="ignore"):
+        kappa = np.ones(a.shape[:-2]) if op == "svdvals" or not a.size else np.linalg.cond(a)
+        rel = 8 * n * _eps(y.dtype) + sum(
+            np.max(d, axis=(-1, -2), initial=0.0) / np.maximum(
+                np.max(_abs(x), axis=(-1, -2), initial=0.0), np.finfo(np.float64).tiny)
+            for x, d in zip(xs, ds, strict=True))
+        size = np.max(_abs(y), axis=-1, initial=0.0)
+        if y.ndim == a.ndim:
+            size = np.max(size, axis=-1, initial=0.0)
+        out = kappa * rel * size
+    out = np.where(np.isfinite(out), out, np.inf)
+    return out.reshape(out.shape + (1,) * (y.ndim - out.ndim))
 
 
 def _arg_bounds(op: str, x: np.ndarray, d: np.ndarray, axis: int, y: np.ndarray) -> np.ndarray:

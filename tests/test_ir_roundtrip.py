@@ -166,6 +166,19 @@ case("concatenate", _emit("concatenate", axis=1), t(F32, 2, 1), t(F32, 2, 0), t(
 case("gather", _emit("gather", axis=1), t(F32, 2, 3, 4), t(I64, 5), t(I64, 5))
 case("scatter_add", _emit("scatter_add", axis=0, shape=(3, 2)), t(F64, 4, 2), t(I32, 4))
 case("matmul", _emit("matmul"), t(F32, 2, 3, 4), t(F32, 2, 4, 5))
+case("cholesky", lambda b, x: b.cholesky(b.add(b.matmul(x, b.transpose(x, perm=(1, 0))),
+                                                b.const(3 * np.eye(3)))), t(F64, 3, 3),
+     loc="gp.py:4")
+for _lo, _tr, _unit in [(True, False, False), (False, True, True)]:
+    case("triangular_solve", _emit("triangular_solve", lower=_lo, transpose=_tr,
+                                   unit_diagonal=_unit), t(F32, 2, 3, 3), t(F32, 2, 3, 1))
+case("lu", _emit("lu"), t(F64, 2, 4, 4))
+case("solve", _emit("solve"), t(F64, 3, 3), t(F64, 3, 2))
+case("eigh", _emit("eigh", lower=False), t(F32, 3, 3))
+case("svd", _emit("svd", full_matrices=True), t(F64, 2, 4, 3))
+case("svd", _emit("svd", full_matrices=False), t(F32, 2, 3))
+case("svdvals", _emit("svdvals"), t(F64, 1, 3, 5))
+case("qr", _emit("qr"), t(F64, 5, 3))
 for _op in REDUCTIONS:
     case(_op, _emit(_op, axes=(0, 2)), t(F32, 2, 3, 4))
     case(_op, _emit(_op, axes=()), t(F64, 3))

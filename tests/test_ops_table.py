@@ -430,6 +430,61 @@ def test_matmul(dtype: np.dtype, layout: str, seed: int, batch: tuple[int, ...],
     assert_runs_as(lambda b, u, v: b.matmul(u, v), [a, c], np.matmul(a, c))
 
 
+def _spd(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Well-conditioned symmetric positive definite matrices of ``shape`` [..., n, n]."""
+    x = rng.standard_normal(shape)
+    return (x @ np.swapaxes(x, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+LAPACK = ["cholesky", "triangular_solve", "lu", "solve", "eigh", "svd", "svdvals", "qr"]
+
+
+@covers(*LAPACK)
+@pytest.mark.parametrize("op", LAPACK)
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(dtype=floats, layout=layouts, seed=seeds, batch=st.sampled_from([(), (2,), (1, 3)]),
+       mn=st.tuples(st.integers(1, 4), st.integers(1, 4)), flags=st.integers(0, 7))
+def test_lapack(op: str, dtype: np.dtype, layout: str, seed: int, batch: tuple[int, ...],
+                mn: tuple[int, int], flags: int) -> None:
+    """The factorizations are NumPy's own routines (bit for bit); ``lu`` and
+    ``triangular_solve`` reconstruct their input within the conditioning of the matrix."""
+    rng = np.random.default_rng(seed)
+    n = mn[0]
+    a = view(_spd(rng, batch + (n, n), dtype), layout)
+    r = sample(rng, batch + mn, dtype, layout=layout)
+    lo, tr, unit = bool(flags & 1), bool(flags & 2), bool(flags & 4)
+    tol = 1e-4 if dtype == F32 else 1e-10
+    if op == "cholesky":
+        assert_runs_as(lambda b, u: b.cholesky(u), [a], np.linalg.cholesky(a))
+    elif op == "solve":
+        assert_runs_as(lambda b, u, v: b.solve(u, v), [a, r], np.linalg.solve(a, r))
+    elif op == "eigh":
+        assert_runs_as(lambda b, u: b.eigh(u, lower=lo), [r @ np.swapaxes(r, -1, -2)],
+                       list(np.linalg.eigh(r @ np.swapaxes(r, -1, -2), UPLO="LU"[not lo])))
+    elif op in ("svd", "svdvals", "qr"):
+        want = {"svd": lambda: list(np.linalg.svd(r, full_matrices=lo)),
+                "svdvals": lambda: np.linalg.svd(r, compute_uv=False),
+                "qr": lambda: list(np.linalg.qr(r))}[op]()
+        attrs = {"full_matrices": lo} if op == "svd" else {}
+        assert_runs_as(lambda b, u: b.emit(op, u, **attrs), [r], want)
+    elif op == "lu":
+        g = sample(rng, batch + (n, n), dtype, layout=layout)
+        lu, perm = run(build(lambda b, u: b.lu(u), g), g)
+        assert lu.dtype == dtype and perm.dtype == I64 and perm.shape == batch + (n,)
+        low = np.tril(lu, -1) + np.eye(n, dtype=dtype)
+        np.testing.assert_allclose(low @ np.triu(lu), np.take_along_axis(
+            g, perm[..., None], -2), atol=tol * 10, rtol=0)
+        assert np.all(np.abs(low) <= 1)  # partial pivoting
+    else:
+        (x,) = run(build(lambda b, u, v: b.triangular_solve(u, v, lower=lo, transpose=tr,
+                                                            unit_diagonal=unit), a, r), a, r)
+        t = np.tril(a) if lo else np.triu(a)
+        if unit:
+            t = t - np.einsum("...ii->...i", t)[..., None] * np.eye(n) + np.eye(n)
+        np.testing.assert_allclose(np.swapaxes(t, -1, -2) @ x if tr else t @ x, r,
+                                   atol=tol * 100, rtol=0)
+
+
 REDUCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
@@ -504,6 +559,17 @@ ERRORS.update({
                ["f32[2]", "integer"]),
     "scatter_add": (lambda b: b.scatter_add(b.input(t(F32, 3)), b.input(t(I64, 2)), axis=0,
                                             shape=(5,)), ["f32[3]", "[2]"]),
+    "cholesky": (lambda b: b.cholesky(b.input(t(F32, 2, 3))), ["square", "f32[2,3]"]),
+    "triangular_solve": (lambda b: b.triangular_solve(
+        b.input(t(F64, 3, 3)), b.input(t(F64, 2, 3)), lower=True, transpose=False,
+        unit_diagonal=False), ["f64[3,3]", "f64[2,3]"]),
+    "lu": (lambda b: b.lu(b.input(t(I64, 2, 2))), ["float", "i64[2,2]"]),
+    "solve": (lambda b: b.solve(b.input(t(F32, 2, 2, 2)), b.input(t(F32, 3, 2, 1))),
+              ["f32[2,2,2]", "f32[3,2,1]"]),
+    "eigh": (lambda b: b.eigh(b.input(t(F64, 3)), lower=True), ["f64[3]"]),
+    "svd": (lambda b: b.svd(b.input(t(I32, 2, 3)), full_matrices=False), ["i32[2,3]"]),
+    "svdvals": (lambda b: b.svdvals(b.input(t(F32, 4))), ["f32[4]"]),
+    "qr": (lambda b: b.qr(b.input(t(BOOL, 2, 2))), ["bool[2,2]"]),
     "call": (lambda b: b.emit("call", b.input(t(F32, 3)), callee="g"), ["call", "callee"]),
     "fused": (lambda b: b.emit("fused", b.input(t(F32, 3)), callee="k"), ["fused", "body"]),
 })

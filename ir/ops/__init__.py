@@ -1,13 +1,23 @@
 """The op table: for every op its arity, attributes, type inference, and NumPy reference.
 
 ``table`` holds ``OpDef`` and the registry; the families live in their own modules
-(``elementwise``, ``reduce``, ``shape``, ``index``, ``linalg``, ``misc``, ``fused``) and
-each registers its ops with :func:`register`. Importing this package imports them all.
+(``elementwise``, ``reduce``, ``shape``, ``index``, ``linalg``, ``lapack``, ``misc``,
+``fused``) and each registers its ops with :func:`register`. Importing this package
+imports them all.
 """
 
 from __future__ import annotations
 
-from . import elementwise, fused, index, linalg, misc, reduce, shape  # noqa: F401 - registers
+from . import (  # noqa: F401 - registers
+    elementwise,
+    fused,
+    index,
+    lapack,
+    linalg,
+    misc,
+    reduce,
+    shape,
+)
 from .table import (
     OPS,
     OpDef,
