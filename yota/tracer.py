@@ -52,6 +52,20 @@ class TraceContext:
         self.leaves: list[Tracer] = []
         self.inputs: list[Any] = []
         self.deferred: UnsupportedError | None = None  # raised when the function returns
+        self.foreign: dict[int, tuple[Tracer, Var]] = {}  # enclosing traces' tracers used
+
+    def foreign_var(self, t: Tracer) -> Var:
+        """A tracer of an enclosing trace used in this one (a nested ``yota.grad`` whose
+        function closes over it): an implicit input of this tape, fed by the enclosing
+        trace when the nested program is inlined there (``yota.tracing.inline``)."""
+        if id(t) not in self.foreign:
+            var = self.tape.new_var(t.type, t.weak)
+            entry = Entry("captured", [var], value=t.value, extra=(None, "enclosing trace"),
+                          loc=user_loc())
+            self.tape.captured.append(entry)
+            self.tape.add(entry)
+            self.foreign[id(t)] = (t, var)
+        return self.foreign[id(t)][1]
 
     # -- inputs -------------------------------------------------------------------------
     def input(self, argnum: int, arg: Any) -> Any:
@@ -489,15 +503,25 @@ class MaskSelection:
 
 # -- recording ------------------------------------------------------------------------
 def find_context(*objs: Any) -> TraceContext | None:
+    """The trace that records an operation on ``objs``: the innermost active one when a
+    tracer of an enclosing trace is used inside a nested trace."""
+    ctx = _find_context(*objs)
+    stack = getattr(_local, "stack", None)
+    if ctx is not None and stack and stack[-1] is not ctx and ctx in stack:
+        return stack[-1]
+    return ctx
+
+
+def _find_context(*objs: Any) -> TraceContext | None:
     for o in objs:
         if isinstance(o, Tracer):
             return o._ctx
         if isinstance(o, (list, tuple)):
-            c = find_context(*o)
+            c = _find_context(*o)
             if c is not None:
                 return c
         elif isinstance(o, dict):
-            c = find_context(*o.values())
+            c = _find_context(*o.values())
             if c is not None:
                 return c
     return None
@@ -509,7 +533,7 @@ def to_tape(ctx: TraceContext, x: Any) -> Any:
     NumPy integer and bool scalars stay as they are: like Python ints they are usually
     axes, sizes or indices, and a lowering reads them as static values."""
     if isinstance(x, Tracer):
-        return x.tape_var
+        return x.tape_var if x._ctx is ctx else ctx.foreign_var(x)
     if isinstance(x, np.ndarray) or (
             isinstance(x, np.generic) and not isinstance(x, (np.integer, np.bool_))):
         return ctx.array_var(x)
