@@ -9,6 +9,7 @@ the target's own emitters) is handed in, so the lowering imports no emitter.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,10 +50,17 @@ class FnLowering:
         for i, op in enumerate(self.fn.ops):
             self.scratch_used = 0
             self.op_index = i
-            self.emitters[op.name](self, op)
-        for j, v in self.lay.out_copies:
-            dst = Loc(self.lay.out_storage[j], 0, contiguous_strides(v.shape))
-            self.copy(v.shape, self.loc(v), v.dtype, dst)
+            with self.step(i):
+                self.emitters[op.name](self, op)
+        with self.step(-1):
+            for j, v in self.lay.out_copies:
+                dst = Loc(self.lay.out_storage[j], 0, contiguous_strides(v.shape))
+                self.copy(v.shape, self.loc(v), v.dtype, dst)
+
+    def step(self, op_index: int) -> contextlib.AbstractContextManager[Any]:
+        """The code of op ``op_index`` (-1: the copies into the output arrays) is emitted
+        inside this context; a target's profiled variant times it (``yota.profile``)."""
+        return contextlib.nullcontext()
 
     # -- memory ----------------------------------------------------------------------------
     def loc(self, v: Value) -> Loc:
