@@ -51,6 +51,12 @@ class SignatureError(YotaError):
     """Arguments do not match the signature a program was compiled for."""
 
 
+class DistributedError(YotaError):
+    """A data-parallel step (``yota.grad(..., comm=comm)``, ``yota.distributed``) failed on
+    at least one rank, or the ranks' gradients do not have one structure; raised on every
+    rank, before any gradient was exchanged, so no rank is left waiting."""
+
+
 class LinAlgError(YotaError, np.linalg.LinAlgError):
     """A linear-algebra op met input NumPy's ``np.linalg`` rejects (a singular matrix in
     ``solve``/``inv``, one that is not positive definite in ``cholesky``, no convergence).
