@@ -2,7 +2,8 @@
 
 A rule is a pure function ``rule(b, op, dy) -> Sequence[Value | None]`` giving one
 cotangent per operand (``None``: no gradient). It emits ordinary IR through the builder,
-so the backward pass is itself differentiable. A call rule for a user primitive has the
+so the backward pass is itself differentiable. An op with several results (``lu``,
+``eigh``, ``svd``, ``qr``) gets the list of their cotangents instead of ``dy``. A call rule for a user primitive has the
 signature ``rule(b, op, callee, dys)``, with one cotangent per result of the call.
 """
 

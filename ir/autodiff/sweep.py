@@ -8,6 +8,7 @@ whose ops are kept only when a needed cotangent depends on them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..core import Builder, Function, Op, Value
 from ..errors import MissingRuleError
@@ -136,8 +137,9 @@ def _apply_rule(sub: Builder, fn: Function, op: Op, dys: list[Value | None],
         zeros = [d if d is not None else sub.const(0, r.dtype, r.shape)
                  for d, r in zip(dys, op.results, strict=True)]
         grads = call_vjp(sub, op, fn.callees[op.attrs["callee"]], zeros, needed)
-    elif op.name in RULES:
-        grads = RULES[op.name](sub, op, dys[0])  # type: ignore[arg-type]
+    elif op.name in RULES:  # an op with several results gets all their cotangents
+        dy: Any = dys[0] if len(op.results) == 1 else dys
+        grads = RULES[op.name](sub, op, dy)
     else:
         raise MissingRuleError(missing_op_message(op))
     if len(grads) != len(op.operands):
