@@ -608,6 +608,8 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                        value=[t.value for t in tracers] if multi else tracers[0].value,
                        loc=loc, extra=extra))
     if multi:
+        if hasattr(value, "_fields"):  # a named tuple (np.linalg.slogdet's, eigh's...)
+            return type(value)(*tracers)
         return type(value)(tracers) if isinstance(value, tuple) else tracers
     return tracers[0]
 
