@@ -65,27 +65,31 @@ from .jit import emit_object, load_object, optimize
 from .lower import PAR_WORK, Options
 from .module import ENTRY, ENTRY_OBJ, lower_module
 from .pool import ensure_pool
-from .runtime import Artifact, LLVMExecutable
+from .runtime import Artifact, LLVMExecutable, ProfiledExecutable
 from .target import host
 
 __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "options_key",
-           "shared_object", "stats", "LLVMExecutable", "Artifact", "IndexOutOfRange"]
+           "shared_object", "stats", "LLVMExecutable", "ProfiledExecutable", "Artifact",
+           "IndexOutOfRange"]
 
 stats = {"compiles": 0, "loads": 0}
 
 
 def compile(fn: Function, *, threads: int | None = None, par_work: float | None = None,
-            opt_level: int = 3) -> LLVMExecutable:
+            opt_level: int = 3, profile: bool = False) -> LLVMExecutable:
     """Compile ``fn`` (and its callees and kernels) to native code.
 
     ``threads``: the most threads one kernel is split over (default: the cores this
     process may use, at most 8); ``par_work``: the estimated work (element-operations)
-    above which a kernel is split (default ``PAR_WORK``).
+    above which a kernel is split (default ``PAR_WORK``); ``profile``: the profiled
+    variant (a ``ProfiledExecutable`` timing each step, for ``yota.profile``).
     """
     stats["compiles"] += 1
     target = host()
     maybe_verify(fn)
-    mg = lower_module(fn, target, _options(threads, par_work))
+    options = _options(threads, par_work)
+    options.profile = profile
+    mg = lower_module(fn, target, options)
     text = str(mg.module)
     mod = optimize(text, target, opt_level)
     obj = emit_object(mod, target)
@@ -99,8 +103,11 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
         "failures": mg.failures,
         "target": target.key(),
     }
+    if profile:
+        meta["profile"] = {"steps": mg.profile_steps, "offset": mg.profile_offset}
     art = Artifact(obj, meta)
-    return LLVMExecutable(art, _load(obj, target), target, fn, text, str(mod))
+    cls = ProfiledExecutable if profile else LLVMExecutable
+    return cls(art, _load(obj, target), target, fn, text, str(mod))
 
 
 def _load(obj: bytes, target: Any) -> Any:
@@ -141,7 +148,8 @@ def load(data: bytes | Artifact) -> LLVMExecutable:
     if art.meta.get("target") != target.key():
         raise YotaError("this object code was built for another target or toolchain "
                         f"({art.meta.get('target')}); recompile it")
-    return LLVMExecutable(art, _load(art.object_code, target), target)
+    cls = ProfiledExecutable if "profile" in art.meta else LLVMExecutable
+    return cls(art, _load(art.object_code, target), target)
 
 
 def target_key() -> dict[str, Any]:

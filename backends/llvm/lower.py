@@ -14,7 +14,8 @@ locations the layout decided; this module holds what the LLVM ones share beyond
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +41,10 @@ CHUNKS_PER_THREAD = 4  # chunks are claimed dynamically: a busy core gets fewer
 class Options:
     threads: int = 1
     par_work: float = PAR_WORK
+    profile: bool = False  # the profiled variant: each step of the top function timed
+
+
+PROFILED_FN = "yota.main"  # the function whose steps a profiled variant times
 
 
 @dataclass
@@ -55,6 +60,10 @@ class ModuleGen:
     kernels: dict[str, ir.Function] = field(default_factory=dict)
     runners: dict[str, ir.Function] = field(default_factory=dict)
     counter: int = 0
+    # a profiled variant: the op index of each timed step (-1: the output copies), and
+    # the workspace offset of its timestamps (two i64 per step: start and end, in ns)
+    profile_steps: list[int] = field(default_factory=list)
+    profile_offset: int = 0
 
     def __post_init__(self) -> None:
         self.module.triple = self.target.triple
@@ -139,6 +148,9 @@ class FnGen(FnLowering):
         self.ab = ir.IRBuilder(self.top)  # allocas and argument loads
         self.b = ir.IRBuilder(body)
         self._load_args()
+        self.timer: StepTimer | None = None
+        if mg.options.profile and name == PROFILED_FN:
+            self.timer = StepTimer(self)
 
     # -- set-up ---------------------------------------------------------------------
     def _load_args(self) -> None:
@@ -172,7 +184,11 @@ class FnGen(FnLowering):
         self.emit_ops()
         self.b.ret(ir.Constant(I32, 0))
         self.ab.branch(self.b.function.blocks[1])
-        return self.llfn, self.lay.ws_bytes + self.scratch_max
+        ws = self.lay.ws_bytes + self.scratch_max
+        return self.llfn, ws if self.timer is None else self.timer.finish(ws)
+
+    def step(self, op_index: int) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext() if self.timer is None else self.timer.step(op_index)
 
     # -- pointers -------------------------------------------------------------------------
     def elem_ptr(self, loc: Loc, dtype: np.dtype, extra: ir.Value | int = 0) -> ir.Value:
@@ -282,3 +298,56 @@ class FnGen(FnLowering):
         with self.b.if_then(cond, likely=False):
             self.b.store(value, self.b.gep(self.status, [i64(8)], source_etype=I8))
             self.b.ret(ir.Constant(I32, code))
+
+
+class StepTimer:
+    """The timing of a profiled variant's steps: ``clock_gettime(CLOCK_MONOTONIC)`` read
+    before and after the code of each op that emits any, both written to the step's two
+    words of the timestamp area at the end of the workspace (whose offset, known only
+    once every op is emitted, is a constant global filled in by ``finish``)."""
+
+    CLOCK_MONOTONIC = 1
+
+    def __init__(self, g: FnGen) -> None:
+        self.g = g
+        module = g.mg.module
+        self.clock = declare(module, "clock_gettime", I32, [I32, PTR])
+        ts_type = ir.ArrayType(I64, 2)
+        self.ts = g.ab.alloca(ts_type)
+        self.offset = ir.GlobalVariable(module, I64, name="yota.profile.offset")
+        self.offset.global_constant = True
+        self.offset.linkage = "private"
+        self.events = g.ab.gep(g.ws, [g.ab.load(self.offset, typ=I64)], source_etype=I8)
+
+    def now(self) -> ir.Value:
+        b = self.g.b
+        b.call(self.clock, [ir.Constant(I32, self.CLOCK_MONOTONIC), self.ts])
+        sec = b.load(b.gep(self.ts, [i64(0), i64(0)], inbounds=True), typ=I64)
+        nsec = b.load(b.gep(self.ts, [i64(0), i64(1)], inbounds=True), typ=I64)
+        return b.add(b.mul(sec, i64(1_000_000_000)), nsec)
+
+    def record(self, word: int, value: ir.Value) -> None:
+        b = self.g.b
+        b.store(value, b.gep(self.events, [i64(8 * word)], source_etype=I8))
+
+    @contextlib.contextmanager
+    def step(self, op_index: int) -> Iterator[None]:
+        b = self.g.b
+        block, n0 = b.block, len(b.block.instructions)
+        start = self.now()
+        n1 = len(block.instructions)
+        yield
+        if b.block is block and len(block.instructions) == n1:  # no code: no step
+            del block.instructions[n0:]
+            return
+        steps = self.g.mg.profile_steps
+        self.record(2 * len(steps), start)
+        self.record(2 * len(steps) + 1, self.now())
+        steps.append(op_index)
+
+    def finish(self, ws_bytes: int) -> int:
+        """The workspace size with the timestamp area after ``ws_bytes``."""
+        off = -(-ws_bytes // 64) * 64
+        self.offset.initializer = i64(off)
+        self.g.mg.profile_offset = off
+        return off + 16 * len(self.g.mg.profile_steps)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -171,22 +172,27 @@ class LLVMExecutable:
         pool = self._pool
         ws = pool.pop() if pool else self._workspace()
         try:
-            if self._by_object:
-                ids = [id(a) for a in arrs] + [id(o) for o in outs]
-                rc = self._entry_obj(*ids, ws[1])
-                while rc < 0:  # input -rc-1 has another shape, or is not contiguous
-                    k = -rc - 1
-                    arrs[k] = self._convert(k, arrs[k])
-                    ids[k] = id(arrs[k])
-                    rc = self._entry_obj(*ids, ws[1])
-            else:
-                rc = self._entry(*[self._address(i, a) for i, a in enumerate(arrs)],
-                                 *[o.__array_interface__["data"][0] for o in outs], ws[1])
-            if rc:
-                self._fail(rc, ws)
+            self._run(arrs, outs, ws)
         finally:
             pool.append(ws)
         return outs
+
+    def _run(self, arrs: list[Any], outs: list[np.ndarray], ws: tuple[np.ndarray, int]
+             ) -> None:
+        """Run the native code on converted inputs, outputs and a workspace."""
+        if self._by_object:
+            ids = [id(a) for a in arrs] + [id(o) for o in outs]
+            rc = self._entry_obj(*ids, ws[1])
+            while rc < 0:  # input -rc-1 has another shape, or is not contiguous
+                k = -rc - 1
+                arrs[k] = self._convert(k, arrs[k])
+                ids[k] = id(arrs[k])
+                rc = self._entry_obj(*ids, ws[1])
+        else:
+            rc = self._entry(*[self._address(i, a) for i, a in enumerate(arrs)],
+                             *[o.__array_interface__["data"][0] for o in outs], ws[1])
+        if rc:
+            self._fail(rc, ws)
 
     def _address(self, i: int, a: np.ndarray) -> int:
         ai = a.__array_interface__
@@ -248,3 +254,50 @@ class LLVMExecutable:
 
     def __repr__(self) -> str:
         return f"<LLVMExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} outputs>"
+
+
+class ProfiledExecutable(LLVMExecutable):
+    """The profiled variant of a compiled function (``compile(fn, profile=True)``): the
+    same code with the clock read before and after each step of the top function (a
+    kernel, a GEMM, a call, a guard, a copy), written to the end of the workspace.
+
+    ``steps[s]`` is the op index of step ``s`` in ``fn.ops`` (-1: the copies into the
+    output arrays); ``timed(*arrays)`` returns the outputs and ``StepTimes`` of that call.
+    Calling it as a function works too (the times are dropped)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        prof = self.artifact.meta["profile"]
+        self.steps: list[int] = list(prof["steps"])
+        self._ev = (int(prof["offset"]), int(prof["offset"]) + 16 * len(self.steps))
+        self._stub = lambda *args, out=None: self.timed(*args, out=out)[0]
+
+    def timed(self, *args: Any, out: Sequence[np.ndarray] | None = None
+              ) -> tuple[list[np.ndarray], StepTimes]:
+        """Run, and return the outputs and the clock readings of the call and its steps."""
+        check_arity(self.name, len(self._in), args)
+        arrs = [a if type(a) is np.ndarray and a.dtype is self._in[i][1] else
+                self._convert(i, a) for i, a in enumerate(args)]
+        outs = self._outputs(out, args)
+        ws = self._pool.pop() if self._pool else self._workspace()
+        ev = ws[0][self._ev[0]:self._ev[1]].view(np.int64)
+        ev[:] = 0
+        t0 = time.monotonic_ns()
+        try:
+            self._run(arrs, outs, ws)
+        finally:
+            t1 = time.monotonic_ns()
+            times = StepTimes(t0, t1, ev[0::2].copy(), ev[1::2].copy())
+            self._pool.append(ws)
+        return outs, times
+
+
+class StepTimes:
+    """One call of a profiled executable: its start and end (``time.monotonic_ns``) and
+    each step's (``starts[s]``, ``ends[s]``; 0 for a step that did not run, after a
+    failure)."""
+
+    __slots__ = ("start", "end", "starts", "ends")
+
+    def __init__(self, start: int, end: int, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.start, self.end, self.starts, self.ends = start, end, starts, ends
