@@ -1,5 +1,7 @@
-"""Failure records: what generated code reports when a guard does not hold or an index is
-out of range, and the error each one raises.
+"""Failure records: what generated code reports when a guard does not hold, an index is
+out of range or a LAPACK routine fails on its values (``"linalg"``: ``info > 0``, a
+matrix that is singular or not positive definite, an eigen/SVD iteration that did not
+converge), and the error each one raises.
 
 Lowering numbers the records of a program (code ``k`` is record ``k - 1``); at run time
 the code stops at the first failure and leaves its code and the offending value in the
@@ -15,6 +17,9 @@ import numpy as np
 from yota.ir.core import Op
 from yota.ir.errors import GuardFailed, YotaError
 from yota.ir.interpreter import _guard_message
+from yota.ir.ops.lapack import linalg_error
+
+LAPACK_MISSING = -1000  # the info an AOT library's LAPACK shim reports: no LAPACK found
 
 
 class IndexOutOfRange(YotaError, IndexError):
@@ -36,9 +41,32 @@ def index_record(op: Op, op_index: int, m: int) -> dict[str, Any]:
             "index": op_index}
 
 
+def linalg_record(op: Op, op_index: int, routine: str) -> dict[str, Any]:
+    """The record of LAPACK ``routine`` called for linear-algebra ``op``; the value is
+    the routine's ``info``."""
+    return {"kind": "linalg", "op": op.name, "routine": routine, "loc": op.loc,
+            "index": op_index}
+
+
+def linalg_failure(rec: dict[str, Any], info: int) -> YotaError:
+    """The error of a failed LAPACK call: ``info > 0`` is the interpreter's
+    ``LinAlgError``; a negative ``info`` an argument LAPACK rejected (a bug here)."""
+    if info > 0:
+        return linalg_error(rec["op"], rec["loc"])
+    where = f" at {rec['loc']}" if rec.get("loc") else ""
+    if info == LAPACK_MISSING:
+        return YotaError(f"np.linalg '{rec['op']}'{where}: no LAPACK routine "
+                         f"{rec['routine']} was found (set YOTA_BLAS to an ILP64 OpenBLAS, "
+                         "such as NumPy's bundled libscipy_openblas64_)")
+    return YotaError(f"LAPACK {rec['routine']} rejected its argument {-info} "
+                     f"(np.linalg '{rec['op']}'{where}): a bug in Yota, please report it")
+
+
 def raise_failure(rec: dict[str, Any], status: Any) -> NoReturn:
     """Raise the error record ``rec`` describes; ``status``: the status words (bytes or a
     uint8 array), the offending value at byte 8."""
+    if rec["kind"] == "linalg":
+        raise linalg_failure(rec, int(np.frombuffer(status, np.int64, count=1, offset=8)[0]))
     if rec["kind"] == "guard":
         value = np.frombuffer(status, np.dtype(rec["dtype"]), count=1, offset=8)[0]
         raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),

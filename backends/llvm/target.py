@@ -1,7 +1,8 @@
 """The host target: LLVM set-up, target machines, and the external symbols generated code
 reaches *by name* (never by a baked-in address): glibc's vector math library (libmvec),
-BLAS GEMMs from NumPy's bundled OpenBLAS (as ``yota_sgemm``/``yota_dgemm``), and libc's
-``pthread_create``/``pthread_join``.
+BLAS GEMMs from NumPy's bundled OpenBLAS (as ``yota_sgemm``/``yota_dgemm``), the LAPACK
+routines of that same library (as ``yota_dpotrf``, ``yota_sgesdd``...: ``LAPACK_SYMBOLS``,
+used by ``lapack.py``), and libc's ``pthread_create``/``pthread_join``.
 
 ``host()`` describes the machine once per process; ``Target.key()`` is what a cache key
 needs (object code built for one CPU can SIGILL on another).
@@ -34,6 +35,11 @@ BLAS_SYMBOLS = {
     "yota_sgemm": ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm"),
     "yota_dgemm": ("scipy_cblas_dgemm64_", "cblas_dgemm64_", "cblas_dgemm"),
 }
+# The LAPACK routines ``lapack.py`` calls (Fortran ABI, ILP64: 64-bit integers by
+# reference), bound the same way: ``yota_<s|d><routine>`` -> the library's name for it.
+LAPACK_ROUTINES = ("potrf", "trsm", "getrf", "gesv", "syevd", "gesdd", "geqrf", "orgqr")
+LAPACK_SYMBOLS = {f"yota_{p}{r}": (f"scipy_{p}{r}_64_", f"{p}{r}_64_")
+                  for p in "sd" for r in LAPACK_ROUTINES}
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,7 @@ class Target:
     vector_bits: int  # widest vector registers: 512 (AVX-512), 256 (AVX2) or 128
     mvec_isas: tuple[str, ...]  # libmvec ISA letters usable here, widest first ("e", "d", "b")
     blas: bool  # yota_sgemm / yota_dgemm are bound
+    lapack: bool  # the LAPACK_SYMBOLS are bound
     threads: int  # cores this process may use
 
     def machine(self, opt: int = 3) -> llvm.TargetMachine:
@@ -60,7 +67,7 @@ class Target:
         return {"triple": self.triple, "cpu": self.cpu, "features": self.features,
                 "llvm": ".".join(map(str, llvm.llvm_version_info)),
                 "llvmlite": llvmlite.__version__, "mvec": list(self.mvec_isas),
-                "blas": self.blas, "array_abi": dict(ARRAY_ABI)}
+                "blas": self.blas, "lapack": self.lapack, "array_abi": dict(ARRAY_ABI)}
 
 
 def init() -> None:
@@ -91,7 +98,7 @@ def host() -> Target:
     except AttributeError:  # pragma: no cover - non-Linux
         ncpu = os.cpu_count() or 1
     return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), flat, bits, isas,
-                  _blas() is not None, max(1, min(ncpu, 8)))
+                  _blas() is not None, _lapack() is not None, max(1, min(ncpu, 8)))
 
 
 @cache
@@ -115,31 +122,54 @@ def mvec_has(symbol: str) -> bool:
     return lib is not None and hasattr(lib, symbol)
 
 
-@cache
-def _blas() -> dict[str, int] | None:
-    """Addresses of the GEMMs of the OpenBLAS that NumPy loaded, by our own names."""
+def _libraries() -> list[str]:
+    """NumPy's bundled OpenBLAS (the library its ``np.linalg`` already loaded)."""
     root = os.path.dirname(np.__file__)
-    cands = sorted(glob.glob(os.path.join(root, "..", "numpy.libs", "*openblas*.so*"))
-                   + glob.glob(os.path.join(root, ".libs", "*openblas*.so*")))
-    for path in cands:
+    return sorted(glob.glob(os.path.join(root, "..", "numpy.libs", "*openblas*.so*"))
+                  + glob.glob(os.path.join(root, ".libs", "*openblas*.so*")))
+
+
+def _find(table: dict[str, tuple[str, ...]]) -> dict[str, int] | None:
+    """Addresses of every routine of ``table`` (our name -> the library's names) in the
+    first bundled library that has them all, by our own names; None if none has."""
+    for path in _libraries():
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
         found: dict[str, int] = {}
-        for ours, names in BLAS_SYMBOLS.items():
+        for ours, names in table.items():
             for n in names:
                 addr = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value \
                     if hasattr(lib, n) else None
                 if addr:
                     found[ours] = addr
                     break
-        if len(found) == len(BLAS_SYMBOLS):
+        if len(found) == len(table):
             return found
     return None
 
 
+@cache
+def _blas() -> dict[str, int] | None:
+    """Addresses of the GEMMs of the OpenBLAS that NumPy loaded, by our own names."""
+    return _find(BLAS_SYMBOLS)
+
+
+@cache
+def _lapack() -> dict[str, int] | None:
+    """Addresses of the LAPACK routines of the OpenBLAS that NumPy loaded (all or none),
+    by our own names: also what ``lapack.py`` calls at compile time for workspace sizes."""
+    return _find(LAPACK_SYMBOLS)
+
+
+def lapack_address(name: str) -> int | None:
+    """The address of ``yota_<s|d><routine>`` in this process (compile-time queries only:
+    generated code reaches it by name)."""
+    return (_lapack() or {}).get(name)
+
+
 def _bind_symbols() -> None:
     _mvec()
-    for name, addr in (_blas() or {}).items():
+    for name, addr in {**(_blas() or {}), **(_lapack() or {})}.items():
         llvm.add_symbol(name, addr)

@@ -1,0 +1,505 @@
+"""The LAPACK-level ops (``yota.ir.ops.lapack``) as calls into LAPACK: one emitter per op.
+
+Which LAPACK: the one inside NumPy's own bundled OpenBLAS (``numpy.libs/
+libscipy_openblas64_*.so``), the library ``np.linalg`` itself calls. It is always there
+when NumPy came from a wheel, already loaded by ``import numpy`` (no extra dependency, no
+second OpenBLAS with its own thread pool competing with the first), and it exports the
+Fortran LAPACK entry points with a prefix and suffix (``scipy_dpotrf_64_``) and ILP64
+integers. The ``scipy-openblas32``/``scipy-openblas64`` wheels hold the same OpenBLAS
+build (same kernels, same LAPACK version) but would be one more install of ~30 MB per
+platform and a second copy of OpenBLAS in the process; they would not be faster (the
+measurements are in the README's performance section). Calls reach the routines *by
+name*: generated code calls ``yota_dpotrf`` and friends (``target.LAPACK_SYMBOLS``), bound
+with ``llvm.add_symbol`` when the JIT loads an object, or by the shim of an AOT shared
+library (``yota/aot.py``), so object code holds no address and stays cacheable.
+
+Conventions of the calls (Fortran ABI, as gfortran compiles reference LAPACK): every
+argument by reference, integers 64-bit (ILP64), each character argument followed at the
+end of the argument list by its hidden length (a ``size_t``, always 1; the routines
+OpenBLAS reimplements in C ignore the extras). Workspace sizes are asked of the routine
+itself at compile time (``lwork = -1``, as NumPy does) and kept as fixed scratch of the
+op (never below LAPACK's documented minimum, so a cached object stays valid with another
+build of the library). Batches loop in native code around one call per matrix.
+
+Layouts: LAPACK is column-major. Where NumPy hands LAPACK a column-major copy (solve,
+lu, eigh, svd, qr), so do we: the operand is copied *transposed* into scratch, the
+routine runs there, and its outputs are copied back transposed, so the results are the
+ones ``np.linalg`` computes (eigenvector and singular-vector signs included). Two ops use
+transposition identities instead and skip copies: ``cholesky`` (a row-major matrix read
+column-major is its transpose, so ``potrf`` on the *upper* triangle of the row-major copy
+factors the lower triangle of ``a``) and ``triangular_solve`` (a row-major ``X`` is a
+column-major ``X^T``, so ``op(A) X = B`` is ``trsm`` from the right, ``X^T op(A)^T =
+B^T``, on the caller's strides when BLAS can read them).
+
+Failures: ``info > 0`` (not positive definite, singular, no convergence) stops the call
+with a ``"linalg"`` failure record (``backends/failures.py``), raised as the same
+``LinAlgError`` the interpreter raises, at the user's line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+import llvmlite.ir as ir
+import numpy as np
+from yota.ir.core import Op, Value
+from yota.ir.errors import YotaError
+
+from ..failures import linalg_record
+from ..kernel import contiguous_strides
+from ..layout import Loc, Storage
+from ..lowering import Emitter
+from .layout import blas_matrix
+from .loops import linear, loop, nest
+from .lower import FnGen
+from .target import lapack_address
+from .types import I8, I64, PTR, VOID, declare, i64, mem_type, reg_type
+
+LAPACK_EMITTERS: dict[str, Emitter] = {}
+Arg = str | int | float | ir.Value  # a character, an integer, a float scalar, a pointer
+
+
+def _emitter(name: str) -> Callable[[Emitter], Emitter]:
+    def reg(f: Emitter) -> Emitter:
+        LAPACK_EMITTERS[name] = f
+        return f
+    return reg
+
+
+# -- calls ------------------------------------------------------------------------------------
+def _symbol(routine: str, dt: np.dtype) -> str:
+    return f"yota_{'s' if np.dtype(dt).itemsize == 4 else 'd'}{routine}"
+
+
+def _check_bound(op: Op, routine: str, dt: np.dtype) -> None:
+    if not op.operands[0].type.size:
+        return
+    if lapack_address(_symbol(routine, dt)) is None:
+        raise YotaError(
+            f"np.linalg '{op.name}' (at {op.loc or 'an unknown line'}) needs LAPACK on the "
+            "llvm backend, and this NumPy has no bundled OpenBLAS exporting "
+            f"scipy_{_symbol(routine, dt)[5:]}_64_ (NumPy wheels from PyPI have it); run "
+            "it with backend='interp', or install NumPy from a PyPI wheel")
+
+
+def _call(g: FnGen, routine: str, dt: np.dtype, args: list[Arg]) -> None:
+    """Call LAPACK/BLAS ``routine`` of ``dt``'s precision: characters, integers and floats
+    are passed by reference (slots in the function's entry block), pointers as they are;
+    one hidden length per character at the end."""
+    ab = g.ab
+    ptrs: list[ir.Value] = []
+    nchar = 0
+    for a in args:
+        if isinstance(a, str):
+            p = ab.alloca(I8)
+            ab.store(ir.Constant(I8, ord(a)), p)
+            nchar += 1
+        elif isinstance(a, bool | int):
+            p = ab.alloca(I64)
+            ab.store(i64(int(a)), p)
+        elif isinstance(a, float):
+            ft = reg_type(dt)
+            p = ab.alloca(ft)
+            ab.store(ir.Constant(ft, a), p)
+        else:
+            p = a
+        ptrs.append(p)
+    fn = declare(g.mg.module, _symbol(routine, dt), VOID, [PTR] * len(ptrs) + [I64] * nchar)
+    g.b.call(fn, ptrs + [i64(1)] * nchar)
+
+
+def _info(g: FnGen) -> ir.Value:
+    """A fresh ``info`` slot."""
+    return g.ab.alloca(I64)
+
+
+def _check_info(g: FnGen, op: Op, routine: str, info: ir.Value, positive: bool = True
+                ) -> None:
+    """Fail the call with ``op``'s linalg record if ``info`` is not 0 (``positive=False``:
+    only if it is negative, an argument LAPACK rejected)."""
+    v = g.b.load(info, typ=I64)
+    bad = (g.b.icmp_signed("!=", v, i64(0)) if positive
+           else g.b.icmp_signed("<", v, i64(0)))
+    g.fail_if(bad, linalg_record(op, g.op_index, routine), v)
+
+
+def _query(routine: str, dt: np.dtype, args: list[str | int | None], outs: tuple[int, ...]
+           ) -> list[int]:
+    """Workspace sizes from a ``lwork = -1`` query made now, through ctypes: the first
+    element of each array at argument positions ``outs``. ``args``: characters,
+    integers, and None for an array (16 bytes; the first ``outs`` position is read as a
+    ``dt`` work size, the others as an int64 ``iwork`` size)."""
+    addr = lapack_address(_symbol(routine, dt))
+    if addr is None:
+        return [0] * len(outs)
+    keep: list[np.ndarray] = []
+    cargs: list[object] = []
+    nchar = 0
+    for a in args:
+        if isinstance(a, str):
+            cargs.append(ctypes.create_string_buffer(a.encode(), 1))
+            nchar += 1
+            continue
+        if a is None:
+            buf = np.zeros(2, np.int64)
+        else:
+            buf = np.array([a], np.int64)
+        keep.append(buf)
+        cargs.append(ctypes.c_void_p(buf.ctypes.data))
+    proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * len(args)
+                                     + [ctypes.c_size_t] * nchar))
+    proto(addr)(*cargs, *([1] * nchar))
+    got = []
+    for j, k in enumerate(outs):
+        v = cargs[k]
+        assert isinstance(v, ctypes.c_void_p) and v.value is not None
+        arr = next(x for x in keep if x.ctypes.data == v.value)
+        size = float(arr.view(dt)[0]) if j == 0 else float(arr[0])
+        # a float32 size may have been rounded down: a little more, never less
+        got.append(int(np.ceil(size * (1 + 4 * float(np.finfo(dt).eps)))))
+    return got
+
+
+# -- memory -----------------------------------------------------------------------------------
+def _scratch(g: FnGen, shape: tuple[int, ...], dtype: np.dtype, column_major: bool = False
+             ) -> Loc:
+    """Scratch of the current op holding ``shape`` (batch dimensions first, each matrix
+    row-major, or column-major with ``column_major``), as a location copies can target."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    off = g.scratch_offset(nbytes)
+    g.lay.storages.append(Storage("ws", off, nbytes))
+    g.bases.append(g.ab.gep(g.ws, [i64(off)], source_etype=I8))
+    st = contiguous_strides(shape)
+    if column_major and len(shape) >= 2:
+        st = st[:-2] + (1, max(1, shape[-2]))
+    return Loc(len(g.bases) - 1, 0, st)
+
+
+def _at(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int) -> ir.Value:
+    """Pointer to the first element of batch entry ``idx`` of ``loc``."""
+    return g.elem_ptr(loc, dtype, linear(g.b, idx, loc.strides[:nb]))
+
+
+def _copy(g: FnGen, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
+    if src != dst:
+        g.copy(shape, src, dtype, dst)
+
+
+def _zero_triangle(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int,
+                   rows: int, cols: int, upper: bool) -> None:
+    """Zero the strictly upper (or strictly lower) part of one row-major matrix."""
+    b = g.b
+    base = _at(g, loc, dtype, idx, nb)
+    mt = mem_type(dtype)
+    rs, cs = loc.strides[-2], loc.strides[-1]
+
+    def row(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+        lo = b.add(i, i64(1)) if upper else i64(0)
+        hi: ir.Value = i64(cols) if upper else b.select(
+            b.icmp_signed("<", i, i64(cols)), i, i64(cols))
+
+        def col(j: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+            off = b.add(b.mul(i, i64(rs)), b.mul(j, i64(cs)))
+            b.store(ir.Constant(mt, 0.0), b.gep(base, [off], source_etype=mt))
+            return []
+        loop(b, lo, hi, 1, [], col, name="tri")
+        return []
+    loop(b, 0, rows, 1, [], row, name="trirow")
+
+
+def _identity(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int, n: int
+              ) -> None:
+    """One n x n identity matrix at ``loc``'s batch entry ``idx``."""
+    b = g.b
+    base = _at(g, loc, dtype, idx, nb)
+    mt = mem_type(dtype)
+    rs, cs = loc.strides[-2], loc.strides[-1]
+
+    def row(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+        def col(j: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+            v = b.select(b.icmp_signed("==", i, j), ir.Constant(mt, 1.0), ir.Constant(mt, 0.0))
+            b.store(v, b.gep(base, [b.add(b.mul(i, i64(rs)), b.mul(j, i64(cs)))],
+                             source_etype=mt))
+            return []
+        loop(b, 0, n, 1, [], col, name="idc")
+        return []
+    loop(b, 0, n, 1, [], row, name="idr")
+
+
+def _batch(g: FnGen, v: Value, body: Callable[[list[ir.Value]], None]) -> None:
+    """``body(idx)`` once per matrix of ``v`` (nothing for an empty batch)."""
+    nest(g.b, v.shape[:-2], body, name="lapack")
+
+
+# -- the ops ----------------------------------------------------------------------------------
+@_emitter("cholesky")
+def _cholesky(g: FnGen, op: Op) -> None:
+    """``potrf`` on the upper triangle of a row-major copy (the lower triangle of ``a``,
+    read column-major), in the result's memory; then zeros above the diagonal."""
+    a, r = op.operands[0], op.result
+    dt, n, nb = r.dtype, r.shape[-1], r.ndim - 2
+    _check_bound(op, "potrf", dt)
+    if not r.type.size:
+        return
+    lr = g.loc(r)
+    _copy(g, a.shape, g.loc(a), dt, lr)
+    info = _info(g)
+
+    def one(idx: list[ir.Value]) -> None:
+        _call(g, "potrf", dt, ["U", n, _at(g, lr, dt, idx, nb), n, info])
+        _check_info(g, op, "potrf", info)
+        _zero_triangle(g, lr, dt, idx, nb, n, n, upper=True)
+    _batch(g, r, one)
+
+
+def _blas_readable(g: FnGen, v: Value, loc: Loc) -> tuple[Loc, bool, int]:
+    """``v``'s matrices where BLAS can read them: (location, stored transposed, leading
+    dimension), copying into scratch when BLAS cannot read them where they are."""
+    got = blas_matrix(loc, v.shape)
+    if got is not None and all(s >= 0 for s in loc.strides):
+        return loc, got[0], got[1]
+    dst = _scratch(g, v.shape, v.dtype)
+    g.copy(v.shape, loc, v.dtype, dst)
+    return dst, False, max(1, v.shape[-1])
+
+
+@_emitter("triangular_solve")
+def _triangular_solve(g: FnGen, op: Op) -> None:
+    """``trsm`` from the right on the result (a copy of ``b``): row-major ``X`` read
+    column-major is ``X^T``, and ``op(A) X = B`` is ``X^T op(A)^T = B^T``."""
+    a, b_ = op.operands
+    x = op.result
+    dt, n, k, nb = x.dtype, x.shape[-2], x.shape[-1], x.ndim - 2
+    _check_bound(op, "trsm", dt)
+    if not x.type.size:
+        return
+    lx = g.loc(x)
+    _copy(g, b_.shape, g.loc(b_), dt, lx)
+    la, stored_t, lda = _blas_readable(g, a, g.operand_loc(g.op_index, 0, a))
+    lower, trans = op.attrs["lower"], op.attrs["transpose"]
+    # the column-major matrix at la is A^T (row-major storage) or A (stored transposed)
+    uplo = ("L" if lower else "U") if stored_t else ("U" if lower else "L")
+    transa = ("N" if trans else "T") if stored_t else ("T" if trans else "N")
+    diag = "U" if op.attrs["unit_diagonal"] else "N"
+
+    def one(idx: list[ir.Value]) -> None:
+        _call(g, "trsm", dt, ["R", uplo, transa, diag, k, n, 1.0, _at(g, la, dt, idx, nb),
+                              lda, _at(g, lx, dt, idx, nb), k])
+    _batch(g, x, one)
+
+
+@_emitter("solve")
+def _solve(g: FnGen, op: Op) -> None:
+    """``gesv`` on column-major copies of ``a`` and ``b``, as ``np.linalg.solve``."""
+    a, b_ = op.operands
+    x = op.result
+    dt, n, k, nb = x.dtype, x.shape[-2], x.shape[-1], x.ndim - 2
+    _check_bound(op, "gesv", dt)
+    if not x.type.size:
+        return
+    sa = _scratch(g, a.shape, dt, column_major=True)
+    sb = _scratch(g, b_.shape, dt, column_major=True)
+    ipiv = _scratch(g, (n,), np.dtype(np.int64))
+    g.copy(a.shape, g.loc(a), dt, sa)
+    g.copy(b_.shape, g.loc(b_), dt, sb)
+    info = _info(g)
+
+    def one(idx: list[ir.Value]) -> None:
+        _call(g, "gesv", dt, [n, k, _at(g, sa, dt, idx, nb), n,
+                              g.elem_ptr(ipiv, np.dtype(np.int64)), _at(g, sb, dt, idx, nb),
+                              n, info])
+        _check_info(g, op, "gesv", info)
+    _batch(g, x, one)
+    g.copy(x.shape, sb, dt, g.loc(x))
+
+
+@_emitter("lu")
+def _lu(g: FnGen, op: Op) -> None:
+    """``getrf`` on a column-major copy; its row interchanges (``ipiv``) replayed on
+    ``0..n-1`` give ``perm``. A singular matrix is no failure (U has a zero pivot)."""
+    a = op.operands[0]
+    r, perm = op.results
+    dt, n, nb = a.dtype, a.shape[-1], a.ndim - 2
+    _check_bound(op, "getrf", dt)
+    if not a.type.size:
+        return
+    i8 = np.dtype(np.int64)
+    sa = _scratch(g, a.shape, dt, column_major=True)
+    ipiv = _scratch(g, (n,), i8)
+    g.copy(a.shape, g.loc(a), dt, sa)
+    info = _info(g)
+    lp = g.loc(perm)
+
+    def one(idx: list[ir.Value]) -> None:
+        _call(g, "getrf", dt, [n, n, _at(g, sa, dt, idx, nb), n, g.elem_ptr(ipiv, i8), info])
+        _check_info(g, op, "getrf", info, positive=False)
+        _ipiv_to_perm(g, g.elem_ptr(ipiv, i8), g.elem_ptr(lp, i8, linear(g.b, idx,
+                                                                        lp.strides[:nb])),
+                      n, lp.strides[-1])
+    _batch(g, a, one)
+    g.copy(r.shape, sa, dt, g.loc(r))
+
+
+def _ipiv_to_perm(g: FnGen, ipiv: ir.Value, perm: ir.Value, n: int, stride: int) -> None:
+    """perm = 0..n-1, then swap perm[i] and perm[ipiv[i] - 1] for i = 0..n-1."""
+    b = g.b
+
+    def at(i: ir.Value) -> ir.Value:
+        return b.gep(perm, [b.mul(i, i64(stride))], source_etype=I64)
+
+    def init(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+        b.store(i, at(i))
+        return []
+
+    def swap(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+        j = b.sub(b.load(b.gep(ipiv, [i], source_etype=I64), typ=I64), i64(1))
+        pi, pj = b.load(at(i), typ=I64), b.load(at(j), typ=I64)
+        b.store(pj, at(i))
+        b.store(pi, at(j))
+        return []
+    loop(b, 0, n, 1, [], init, name="perm0")
+    loop(b, 0, n, 1, [], swap, name="perm")
+
+
+@_emitter("eigh")
+def _eigh(g: FnGen, op: Op) -> None:
+    """``syevd`` (eigenvectors too) on a column-major copy, as ``np.linalg.eigh``."""
+    a = op.operands[0]
+    w, v = op.results
+    dt, n, nb = a.dtype, a.shape[-1], a.ndim - 2
+    _check_bound(op, "syevd", dt)
+    if not a.type.size:
+        return
+    uplo = "L" if op.attrs["lower"] else "U"
+    lwork, liwork = _query("syevd", dt, ["V", uplo, n, None, n, None, None, -1, None, -1,
+                                         None], (6, 8))
+    lwork, liwork = max(lwork, 1 + 6 * n + 2 * n * n), max(liwork, 3 + 5 * n)
+    sa = _scratch(g, a.shape, dt, column_major=True)
+    work = _scratch(g, (lwork,), dt)
+    iwork = _scratch(g, (liwork,), np.dtype(np.int64))
+    g.copy(a.shape, g.loc(a), dt, sa)
+    info = _info(g)
+    lw = g.loc(w)
+
+    def one(idx: list[ir.Value]) -> None:
+        pw = g.elem_ptr(lw, dt, linear(g.b, idx, lw.strides[:nb]))
+        _call(g, "syevd", dt, ["V", uplo, n, _at(g, sa, dt, idx, nb), n, pw,
+                               g.elem_ptr(work, dt), lwork,
+                               g.elem_ptr(iwork, np.dtype(np.int64)), liwork, info])
+        _check_info(g, op, "syevd", info)
+    _batch(g, a, one)
+    g.copy(v.shape, sa, dt, g.loc(v))
+
+
+def _gesdd_work(dt: np.dtype, jobz: str, m: int, n: int, ldu: int, ldvt: int) -> int:
+    mn, mx = min(m, n), max(m, n)
+    (q,) = _query("gesdd", dt, [jobz, m, n, None, max(1, m), None, None, ldu, None, ldvt,
+                                None, -1, None, None], (10,))
+    least = 3 * mn + max(mx, 7 * mn) if jobz == "N" else 4 * mn * mn + 6 * mn + mx
+    return max(q, least, 1)
+
+
+def _gesdd(g: FnGen, op: Op, jobz: str, s: Value, outs: list[tuple[Value, Loc, int]]
+           ) -> None:
+    """``gesdd`` on a column-major copy of ``op``'s operand; singular values into ``s``,
+    the column-major factors into ``outs``' scratch (``(value, scratch, ld)``)."""
+    a = op.operands[0]
+    dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
+    ldu = outs[0][2] if outs else 1
+    ldvt = outs[1][2] if outs else 1
+    lwork = _gesdd_work(dt, jobz, m, n, ldu, ldvt)
+    sa = _scratch(g, a.shape, dt, column_major=True)
+    work = _scratch(g, (lwork,), dt)
+    iwork = _scratch(g, (8 * min(m, n),), np.dtype(np.int64))
+    g.copy(a.shape, g.loc(a), dt, sa)
+    info = _info(g)
+    ls = g.loc(s)
+    none = ir.Constant(PTR, None)
+
+    def one(idx: list[ir.Value]) -> None:
+        ps = g.elem_ptr(ls, dt, linear(g.b, idx, ls.strides[:nb]))
+        pu = _at(g, outs[0][1], dt, idx, nb) if outs else none
+        pvt = _at(g, outs[1][1], dt, idx, nb) if outs else none
+        _call(g, "gesdd", dt, [jobz, m, n, _at(g, sa, dt, idx, nb), max(1, m), ps, pu, ldu,
+                               pvt, ldvt, g.elem_ptr(work, dt), lwork,
+                               g.elem_ptr(iwork, np.dtype(np.int64)), info])
+        _check_info(g, op, "gesdd", info)
+    _batch(g, a, one)
+
+
+@_emitter("svd")
+def _svd(g: FnGen, op: Op) -> None:
+    """``gesdd`` (``jobz`` 'A' or 'S') as ``np.linalg.svd``; U and V^T come back
+    column-major and are copied out transposed. No singular values (an empty matrix):
+    identities for the full factors, as NumPy."""
+    a = op.operands[0]
+    u, s, vt = op.results
+    dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
+    _check_bound(op, "gesdd", dt)
+    if min(m, n) == 0:
+        for f in (u, vt):
+            if f.type.size:
+                _batch(g, f, lambda idx, f=f: _identity(g, g.loc(f), dt, idx, nb,
+                                                        f.shape[-1]))
+        return
+    su = _scratch(g, u.shape, dt, column_major=True)
+    svt = _scratch(g, vt.shape, dt, column_major=True)
+    jobz = "A" if op.attrs["full_matrices"] else "S"
+    _gesdd(g, op, jobz, s, [(u, su, m), (vt, svt, vt.shape[-2])])
+    g.copy(u.shape, su, dt, g.loc(u))
+    g.copy(vt.shape, svt, dt, g.loc(vt))
+
+
+@_emitter("svdvals")
+def _svdvals(g: FnGen, op: Op) -> None:
+    """``gesdd`` with ``jobz = 'N'``, as ``np.linalg.svd(compute_uv=False)``."""
+    a = op.operands[0]
+    _check_bound(op, "gesdd", a.dtype)
+    if min(a.shape[-2:]) == 0 or not a.type.size:
+        return
+    _gesdd(g, op, "N", op.result, [])
+
+
+@_emitter("qr")
+def _qr(g: FnGen, op: Op) -> None:
+    """``geqrf`` then ``orgqr`` on a column-major copy, as ``np.linalg.qr``: R is the
+    upper triangle of the first k rows after ``geqrf``, Q the first k columns after
+    ``orgqr``."""
+    a = op.operands[0]
+    q, r = op.results
+    dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
+    k = min(m, n)
+    _check_bound(op, "geqrf", dt)
+    if k == 0 or not a.type.size:
+        return
+    (lw1,) = _query("geqrf", dt, [m, n, None, m, None, None, -1, None], (5,))
+    (lw2,) = _query("orgqr", dt, [m, k, k, None, m, None, None, -1, None], (6,))
+    lwork = max(lw1, lw2, n, 1)
+    sa = _scratch(g, a.shape, dt, column_major=True)
+    tau = _scratch(g, a.shape[:-2] + (k,), dt)
+    work = _scratch(g, (lwork,), dt)
+    g.copy(a.shape, g.loc(a), dt, sa)
+    info = _info(g)
+    lr = g.loc(r)
+
+    def factor(idx: list[ir.Value]) -> None:
+        _call(g, "geqrf", dt, [m, n, _at(g, sa, dt, idx, nb), m, _at1(g, tau, dt, idx, nb),
+                               g.elem_ptr(work, dt), lwork, info])
+        _check_info(g, op, "geqrf", info, positive=False)
+    _batch(g, a, factor)
+    g.copy(r.shape, sa, dt, lr)
+    _batch(g, r, lambda idx: _zero_triangle(g, lr, dt, idx, nb, k, n, upper=False))
+
+    def form_q(idx: list[ir.Value]) -> None:
+        _call(g, "orgqr", dt, [m, k, k, _at(g, sa, dt, idx, nb), m,
+                               _at1(g, tau, dt, idx, nb), g.elem_ptr(work, dt), lwork, info])
+        _check_info(g, op, "orgqr", info, positive=False)
+    _batch(g, a, form_q)
+    g.copy(q.shape, sa, dt, g.loc(q))
+
+
+def _at1(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int) -> ir.Value:
+    """Pointer to batch entry ``idx`` of a batch of vectors."""
+    return g.elem_ptr(loc, dtype, linear(g.b, idx, loc.strides[:nb]))
