@@ -7,6 +7,9 @@ separate launches (the cuda backend), a list of *steps* a runtime replays in ord
 - ``Gemm``: a matrix product through the target's BLAS on strided views;
 - ``Call``: another function's steps, on its operands' memory.
 
+``StepTimes`` is what a profiled variant of any backend reports for one call: the clock
+at the call's start and end and around each of its steps (``yota.profile``).
+
 Pointer arguments are ``(storage, byte offset)`` pairs (``Ref``), resolved at call time
 against the call's inputs, outputs, workspace and constants (storage ``STATUS``: the
 failure status words). Nothing here runs on a device: steps can be built, stored as JSON
@@ -73,3 +76,15 @@ class FnPlan:
     storages: list[Any]
     steps: list[Step]
     ws_bytes: int
+
+
+class StepTimes:
+    """One call of a profiled executable (``compile(fn, profile=True)``): its start and end
+    and each step's ``starts[s]``, ``ends[s]`` (``time.monotonic_ns`` clock; 0 for a step
+    that did not run, after a failure). Step ``s`` is op ``exe.steps[s]`` of ``exe.fn``
+    (-1: the copies into the output arrays)."""
+
+    __slots__ = ("start", "end", "starts", "ends")
+
+    def __init__(self, start: int, end: int, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.start, self.end, self.starts, self.ends = start, end, starts, ends

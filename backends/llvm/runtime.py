@@ -22,6 +22,7 @@ from yota.ir.errors import SignatureError, YotaError
 
 from ..artifact import Artifact as BaseArtifact
 from ..failures import raise_failure
+from ..program import StepTimes
 from ..signature import check_arity, check_input
 from .jit import Loaded, cfunc
 from .module import ENTRY, ENTRY_OBJ
@@ -291,13 +292,3 @@ class ProfiledExecutable(LLVMExecutable):
             self._pool.append(ws)
         return outs, times
 
-
-class StepTimes:
-    """One call of a profiled executable: its start and end (``time.monotonic_ns``) and
-    each step's (``starts[s]``, ``ends[s]``; 0 for a step that did not run, after a
-    failure)."""
-
-    __slots__ = ("start", "end", "starts", "ends")
-
-    def __init__(self, start: int, end: int, starts: np.ndarray, ends: np.ndarray) -> None:
-        self.start, self.end, self.starts, self.ends = start, end, starts, ends
