@@ -1,0 +1,122 @@
+"""Rendering an ``ir.Function`` and its callees as one MLIR module.
+
+Two forms share every emitter:
+
+- the **export** (``export(fn)``): each IR function becomes a ``func.func`` on tensors,
+  a guard a ``cf.assert``; this is the text for ``mlir-opt`` and other MLIR tools;
+- the **executable** module (``executable(fn)``): the same functions also return a
+  status (``i32`` failure code, ``i64`` bits of the offending value) instead of
+  asserting, and an entry ``@yota_main(inputs..., outputs..., status)`` on memrefs
+  (``bufferization.to_tensor`` / ``materialize_in_destination``) returns the code;
+  with the bare-pointer calling convention it has the llvm backend's entry signature.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+from yota.ir.core import Function
+from yota.ir.errors import UnsupportedError
+
+
+from .context import FnCtx, ModuleCtx
+from . import index as _index  # noqa: F401 - registers gather, scatter_add
+from .emit import EMITTERS
+from .text import location, memref, tensor
+
+ENTRY = "yota_main"
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_$.]*$")
+
+
+def symbol(name: str) -> str:
+    return f"@{name}" if _PLAIN.match(name) else '@"' + name.replace('"', '\\"') + '"'
+
+
+def render_function(mod: ModuleCtx, fn: Function) -> None:
+    """Render ``fn`` into ``mod`` (once; callees first)."""
+    if fn.name in mod.functions:
+        return
+    mod.functions[fn.name] = ""  # placeholder: a recursive call would find it
+    c = FnCtx(mod, fn)
+    args = []
+    for i, v in enumerate(fn.inputs):
+        name = f"%arg{i}"
+        c.bind(v, name)
+        args.append(f"{name}: {tensor(v.type)}")
+    if mod.executable:
+        L = c.L
+        c.status = (L.const(0, np.dtype(np.int32)), L.const(0, np.dtype(np.int64)))
+    for i, op in enumerate(fn.ops):
+        c.op_index = i
+        c.L.loc = location(op.loc)
+        if op.name not in EMITTERS:
+            raise UnsupportedError(
+                f"the MLIR backend cannot express op '{op.name}' (in @{fn.name}, "
+                f"{op.loc or 'no location'}); use backend='llvm' for this program")
+        EMITTERS[op.name](c, op)
+    c.L.loc = None
+    outs = [c.name(v) for v in fn.outputs]
+    types = [tensor(v.type) for v in fn.outputs]
+    if mod.executable:
+        assert c.status is not None
+        outs += list(c.status)
+        types += ["i32", "i64"]
+    ret = f"func.return {', '.join(outs)} : {', '.join(types)}" if outs else "func.return"
+    c.L.line(ret)
+    vis = "private " if mod.executable else ""
+    head = (f"  func.func {vis}{symbol(fn.name)}({', '.join(args)}) -> "
+            f"({', '.join(types)}) {{")
+    mod.functions[fn.name] = "\n".join([head, *c.L.out, "  }"])
+
+
+def export(fn: Function) -> str:
+    """The MLIR module of ``fn`` (func, arith, math, tensor, linalg; scf for scatters,
+    cf.assert for guards), every op located at Yota's provenance."""
+    mod = ModuleCtx(executable=False)
+    render_function(mod, fn)
+    return _module(mod, fn)
+
+
+def executable(fn: Function) -> tuple[str, list[dict[str, Any]]]:
+    """The executable module of ``fn`` (with the ``@yota_main`` entry on memrefs) and
+    its failure records (code ``k`` is record ``k - 1``)."""
+    mod = ModuleCtx(executable=True)
+    render_function(mod, fn)
+    return _module(mod, fn, _entry(mod, fn)), mod.failures
+
+
+def _module(mod: ModuleCtx, fn: Function, extra: str = "") -> str:
+    head = f"// Yota: @{fn.name} as upstream MLIR (func, arith, math, tensor, linalg)"
+    body = "\n\n".join(t for t in mod.functions.values())
+    return f"{head}\nmodule {{\n{body}\n{extra}}}\n"
+
+
+def _entry(mod: ModuleCtx, fn: Function) -> str:
+    """``@yota_main(in memrefs..., out memrefs..., status: memref<2xi64>) -> i32``."""
+    from .text import Lines
+
+    L = Lines(mod.counter)
+    params, args = [], []
+    for i, v in enumerate(fn.inputs):
+        params.append(f"%in{i}: {memref(v.type)}")
+        args.append(L.op(f"bufferization.to_tensor %in{i} restrict : {memref(v.type)} to "
+                         f"{tensor(v.type)}", "t"))
+    params += [f"%out{j}: {memref(v.type)}" for j, v in enumerate(fn.outputs)]
+    params.append("%status: memref<2xi64>")
+    n = len(fn.outputs) + 2
+    res = L.fresh("r")
+    L.line(f"{res}:{n} = func.call {symbol(fn.name)}({', '.join(args)}) : "
+           f"({', '.join(tensor(v.type) for v in fn.inputs)}) -> "
+           f"({', '.join([tensor(v.type) for v in fn.outputs] + ['i32', 'i64'])})")
+    for j, v in enumerate(fn.outputs):
+        L.line(f"bufferization.materialize_in_destination {res}#{j} in restrict writable "
+               f"%out{j} : ({tensor(v.type)}, {memref(v.type)}) -> ()")
+    one = L.index(1)
+    L.line(f"memref.store {res}#{n - 1}, %status[{one}] : memref<2xi64>")
+    L.line(f"func.return {res}#{n - 2} : i32")
+    return "\n".join([f"\n  func.func @{ENTRY}({', '.join(params)}) -> i32 {{", *L.out,
+                      "  }\n"])
+
+
