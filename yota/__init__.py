@@ -23,11 +23,11 @@ from .device import to_device
 from .explain import explain  # why a compiled gradient hits or misses the on-disk cache
 from .grad import GradientResult, grad, stats
 from .lowering import to_ir
+from .pipeline import trace  # traces through when called inside a trace
 from .primitives import primitive
 from .rules import check_rule, diffrule, nodiff
 from .simplegrad import simplegrad
 from .tape import Tape
-from .tracing import trace
 from .update import update_
 
 __version__ = "0.1.0"

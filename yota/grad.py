@@ -24,10 +24,10 @@ from yota.ir.errors import GuardFailed, TraceError
 from yota.ir.printer import print_function
 
 from . import device as _device
-from . import pipeline, randomness, structs
+from . import pipeline, randomness, structs, tracing
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
-from .tape import Var
+from .tape import Tape, Var
 from .validate import argument_error, check_callable
 
 log = logging.getLogger("yota")
@@ -40,9 +40,9 @@ class GradientResult:
     float argument, a dict ``{field path: gradient}`` for a structure (only the fields
     that received a gradient), and None for an argument with no gradient."""
 
-    def __init__(self, grads: list[Any], program: Program, argnames: Sequence[str]) -> None:
+    def __init__(self, grads: list[Any], fn: Function, argnames: Sequence[str]) -> None:
         self._grads = grads
-        self._program = program
+        self._fn = fn
         self._argnames = list(argnames)
 
     def __getitem__(self, i: int) -> Any:
@@ -57,7 +57,7 @@ class GradientResult:
     @property
     def tape(self) -> Function:
         """The gradient program (IR) that computed these gradients."""
-        return self._program.fn
+        return self._fn
 
     def __repr__(self) -> str:
         lines = ["GradientResult("]
@@ -99,7 +99,8 @@ _dynamic_cache: dict[str, Program] = {}
 
 
 def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
-         optimize: bool = True, cache: bool = True) -> tuple[Any, GradientResult]:
+         optimize: bool = True, cache: bool = True, has_aux: bool = False
+         ) -> tuple[Any, GradientResult]:
     """Value and gradient of scalar function ``f`` at ``args``: ``(value, grads)``.
 
     ``f`` returns a scalar float (a 0-d array or a Python float). ``args`` are arrays,
@@ -119,6 +120,15 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
       the differentiated program as it is.
     - ``cache``: consult the on-disk cache of compiled programs (``yota.cache``); False
       compiles in this process only.
+    - ``has_aux``: ``f`` returns a pair ``(loss, aux)``, ``aux`` any structure of arrays
+      and numbers; the gradients are those of ``loss``, and the result is
+      ``((loss, aux), grads)`` (JAX's convention), all computed by one compiled program.
+
+    Called inside a function that Yota is tracing (a gradient of a gradient, a gradient
+    penalty, a meta-learning inner step), ``yota.grad`` traces through: its program is
+    built from the traced values, inlined into the enclosing trace and differentiated
+    again with it; the value and gradients it returns are traced values, and its guards
+    are guards of the enclosing program.
 
     ``grads[i]`` is the gradient for ``args[i]``: an array of its shape for an array, a
     float for a Python float, a dict ``{field path: gradient}`` for a structure (only the
@@ -137,22 +147,36 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     (9.0, array([3., 3.]), 3.0)
     """
     check_callable(f, "grad")
+    if tracing.current_context() is not None:
+        return nested_grad(f, args, has_aux)
     if "cupy" in sys.modules:  # only then can an argument be a CuPy array
         args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
     if dynamic:
-        program, outs = _dynamic_program(f, args, backend, optimize, cache)
+        program, outs = _dynamic_program(f, args, backend, optimize, cache, has_aux)
     else:
-        program, outs = _static_run(f, args, backend, optimize, cache)
-    return _unpack(program, outs, args)
+        program, outs = _static_run(f, args, backend, optimize, cache, has_aux)
+    return _unpack(program.fn, program.tape, outs, args, program)
+
+
+def nested_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
+                what: str = "grad") -> tuple[Any, GradientResult]:
+    """``yota.grad`` inside a trace: the gradient program of ``f`` at the values of
+    ``args`` (unoptimized: the enclosing program is optimized as a whole), inlined into
+    the enclosing trace; the value and gradients are its traced values."""
+    _, tape = pipeline.trace_grad(f, tracing.detach(tuple(args)), has_aux)
+    gfn = pipeline.grad_ir(tape, optimized=False)
+    outs = tracing.inline(gfn, tape, args, what)
+    return _unpack(gfn, tape, outs, args)
 
 
 def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                optimize: bool, cache: bool = True) -> tuple[Program, list[np.ndarray]]:
+                optimize: bool, cache: bool = True, has_aux: bool = False
+                ) -> tuple[Program, list[np.ndarray]]:
     try:
         leaves, sig = flatten_args(args)
     except TraceError as e:
         raise argument_error(f, args, e) from None
-    key = (sig, backend, optimize)
+    key = (sig, backend, optimize, has_aux)
     per_fn = _static_cache.setdefault(_cache_owner(f), {})
     variants = per_fn.setdefault(key, _Variants())
     failed: tuple[Program, GuardFailed] | None = None
@@ -176,7 +200,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
         return program, outs
     if failed is not None:
         _note_retrace(f, variants, *failed)
-    program = build_grad_program(f, args, backend, optimize, cache)
+    program = build_grad_program(f, args, backend, optimize, cache, has_aux)
     program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
     variants.programs.insert(0, program)
     del variants.programs[pipeline.MAX_VARIANTS:]
@@ -225,10 +249,11 @@ class _Unweakrefable:
 
 
 def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                     optimize: bool, cache: bool = True) -> tuple[Program, list[np.ndarray]]:
-    val, tape = pipeline.trace_grad(f, args)
+                     optimize: bool, cache: bool = True, has_aux: bool = False
+                     ) -> tuple[Program, list[np.ndarray]]:
+    val, tape = pipeline.trace_grad(f, args, has_aux)
     fn = pipeline.lower(tape)
-    key = f"{backend}|{optimize}|{print_function(fn)}"
+    key = f"{backend}|{optimize}|{has_aux}|{print_function(fn)}"
     known = _dynamic_cache.get(key)
     if known is not None:
         program = Program.build(tape, known.fn, known.exe)
@@ -246,26 +271,29 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | 
 
 
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                       optimize: bool, cache: bool = True) -> Program:
+                       optimize: bool, cache: bool = True, has_aux: bool = False) -> Program:
     """Trace ``f`` at ``args`` and compile its gradient program (``yota.pipeline``)."""
-    _, tape = pipeline.trace_grad(f, args)
+    _, tape = pipeline.trace_grad(f, args, has_aux)
     return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
 
 
-def _unpack(program: Program, outs: list[np.ndarray], args: Sequence[Any]
-            ) -> tuple[Any, GradientResult]:
-    plan = _unpack_plan(program, args)
+def _unpack(fn: Function, tape: Tape, outs: list[Any], args: Sequence[Any],
+            program: Program | None = None) -> tuple[Any, GradientResult]:
+    plan = _unpack_plan(fn, tape, args, program)
     value = _scalar(outs[0], plan.value_is_float)
     grads: list[Any] = [None] * len(args)
     for argnum, path, j, as_float in plan.leaves:
-        g = float(outs[j]) if as_float else outs[j]
+        g = _scalar(outs[j], as_float)
         if path is None:
             grads[argnum] = g
         else:
             if grads[argnum] is None:
                 grads[argnum] = {}
             grads[argnum][path] = g
-    return value, GradientResult(grads, program, program.tape.argnames)
+    if tape.has_aux:  # the auxiliary outputs follow the gradients
+        aux = tracing.restructure(tape.result[1], outs[1 + len(fn.attrs.get("grads", ())):])
+        value = (value, aux)
+    return value, GradientResult(grads, fn, tape.argnames)
 
 
 @dataclass(frozen=True)
@@ -276,20 +304,24 @@ class _UnpackPlan:
     leaves: tuple[tuple[int, tuple[Any, ...] | None, int, bool], ...]
 
 
-def _unpack_plan(program: Program, args: Sequence[Any]) -> _UnpackPlan:
+def _unpack_plan(fn: Function, tape: Tape, args: Sequence[Any], program: Program | None
+                 ) -> _UnpackPlan:
     plan = getattr(program, "unpack_plan", None)
     if plan is not None:
         return plan
-    tape = program.tape
-    out_of = {leaf: j for j, leaf in enumerate(program.fn.attrs.get("grads", ()), start=1)}
+    out_of = {leaf: j for j, leaf in enumerate(fn.attrs.get("grads", ()), start=1)}
     leaves = []
     for i, (argnum, path, _) in enumerate(tape.leaf_vars):
         if i in out_of:
             leaf = structs.get_path(args[argnum], path)
-            direct = path == () and structs.is_leaf(args[argnum])
-            leaves.append((argnum, None if direct else path, out_of[i], type(leaf) is float))
-    plan = _UnpackPlan(isinstance(tape.result, float) or _weak(tape.result), tuple(leaves))
-    program.unpack_plan = plan  # type: ignore[attr-defined]  # same signature, same plan
+            direct = path == () and (structs.is_leaf(args[argnum])
+                                     or structs.is_traced(args[argnum]))
+            as_float = type(leaf) is float or structs.is_traced(leaf) and leaf.weak
+            leaves.append((argnum, None if direct else path, out_of[i], as_float))
+    result = tape.result[0] if tape.has_aux else tape.result
+    plan = _UnpackPlan(isinstance(result, float) or _weak(result), tuple(leaves))
+    if program is not None:
+        program.unpack_plan = plan  # type: ignore[attr-defined]  # same signature, same plan
     return plan
 
 
@@ -297,5 +329,9 @@ def _weak(r: Any) -> bool:
     return isinstance(r, Var) and r.weak
 
 
-def _scalar(x: np.ndarray, as_float: bool) -> Any:
+def _scalar(x: Any, as_float: bool) -> Any:
+    """An output as the user gets it: a float for a float, a NumPy scalar for a 0-d array
+    (a traced value of an enclosing trace stays as it is)."""
+    if structs.is_traced(x):
+        return x
     return float(x) if as_float else x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.core import Builder, Function, Value
+from yota.ir.core import Builder, Function, Op, Value
 from yota.ir.errors import TraceError, YotaError
 from yota.ir.types import TensorType, as_dtype
 from yota.ir.verifier import maybe_verify
@@ -19,7 +19,7 @@ from yota.ir.verifier import maybe_verify
 from . import structs
 from .numpy.registry import TABLE
 from .primitives import Primitive
-from .tape import Entry, Tape, Var
+from .tape import Entry, Inlined, Tape, Var
 from .tracing import trace
 
 
@@ -179,7 +179,11 @@ def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
     outs = [v.type for v in e.outs]
     res: Any
     try:
-        if e.extra is not None:
+        if isinstance(e.extra, Inlined):
+            res = inline_ops(L.b, e.extra.fn, [L.operand(a, v.dtype, v.shape)
+                                               for a, v in zip(e.args, e.extra.fn.inputs,
+                                                               strict=True)])
+        elif e.extra is not None:
             res = lower_primitive(L, e)
         else:
             res = TABLE[e.fn].lower(L, outs, *e.args, **e.kwargs)
@@ -272,3 +276,28 @@ def _static(v: Any) -> Any:
     if isinstance(v, (int, float, bool, str)):
         return v
     return repr(v)
+
+
+# -- nested programs: inlined op by op ---------------------------------------------------
+def inline_ops(b: Builder, fn: Function, operands: list[Value]) -> list[Value]:
+    """Append fresh copies of ``fn``'s ops to ``b``, reading ``operands`` for its inputs
+    (a nested ``yota.grad``'s program, which the enclosing one differentiates again);
+    returns the values of its outputs. Its calls of primitives stay calls."""
+    env: dict[Value, Value] = dict(zip(fn.inputs, operands, strict=True))
+    for op in fn.ops:
+        attrs = op.attrs
+        if op.name == "call":
+            attrs = {**attrs, "callee": _add_callee(b, fn.callees[attrs["callee"]])}
+        new = Op(op.name, tuple(env[v] for v in op.operands), attrs,
+                 [Value(r.type) for r in op.results], op.loc or b.loc)
+        b.append(new)
+        env.update(zip(op.results, new.results, strict=True))
+    return [env[v] for v in fn.outputs]
+
+
+def _add_callee(b: Builder, callee: Function) -> str:
+    existing = b.callees.get(callee.name)
+    if existing is not None and str(existing) != str(callee):
+        callee = callee.replace(name=f"{callee.name}_{len(b.callees)}")
+    b.callees[callee.name] = callee
+    return callee.name

@@ -28,12 +28,12 @@ from yota.ir.core import Function
 from yota.ir.errors import GuardFailed, TraceError, YotaError
 
 from . import device as _device
+from . import tracing as _tracing
 from .cache.key import tape_signature
 from .cache.lookup import compile_cached
 from .lowering import to_ir
 from .program import Program
 from .tape import Loc, Tape, Var
-from .tracing import trace
 
 log = logging.getLogger("yota")
 
@@ -69,24 +69,68 @@ MAX_VARIANTS = 8  # compiled programs kept per function and signature (latest fi
 
 
 # -- trace ------------------------------------------------------------------------------------
-def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
-    """Trace ``f`` at ``args`` (host copies of device arrays)."""
-    return trace(f, *_device.host_values(args))
+def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
+    """Run ``f(*args)`` on tracers; returns ``(value, tape)`` (``yota.tracing.trace``).
 
+    Called inside a function that Yota is tracing, on its traced values (or on a function
+    that closes over them), the tape's program is inlined into the enclosing trace and
+    ``value`` holds the enclosing trace's values: the code is traced through.
 
-def trace_grad(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
-    """Trace ``f`` for differentiation: counted in ``stats.traces``; ``f`` must return a
-    scalar float."""
-    stats.traces += 1
-    log.info("yota: tracing %s", getattr(f, "__name__", f))
-    val, tape = trace_forward(f, args)
-    check_scalar(tape, val, f)
+    >>> import numpy as np, yota
+    >>> val, tape = yota.trace(lambda x: np.sum(x * 2.0), np.ones(3))
+    >>> float(val)
+    6.0
+    """
+    nested = _tracing.current_context() is not None and _tracing.has_tracers(args)
+    val, tape = _tracing.trace(f, *(_tracing.detach(args) if nested else args),
+                               primitives=primitives)
+    if nested or tape.foreign_tracers:  # traced values of an enclosing trace reach f
+        outs = _tracing.inline(lower(tape), tape, args, "trace")
+        return _tracing.restructure(tape.result, outs), tape
     return val, tape
 
 
-def check_scalar(tape: Tape, val: Any, f: Any) -> None:
-    """Raise ``TraceError`` unless the traced result is a scalar float."""
-    r = tape.result
+def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
+    """Trace ``f`` at ``args`` (host copies of device arrays)."""
+    return _tracing.trace(f, *_device.host_values(args))
+
+
+def trace_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False
+               ) -> tuple[Any, Tape]:
+    """Trace ``f`` for differentiation: counted in ``stats.traces``; ``f`` must return a
+    scalar float (with ``has_aux``: a pair ``(scalar float, aux)``)."""
+    stats.traces += 1
+    log.info("yota: tracing %s", getattr(f, "__name__", f))
+    val, tape = trace_forward(f, args)
+    if has_aux:
+        check_pair(tape, val, f)
+        tape.has_aux = True
+        check_scalar(tape, val[0], f, tape.result[0])
+    else:
+        check_scalar(tape, val, f)
+    return val, tape
+
+
+def check_pair(tape: Tape, val: Any, f: Any) -> None:
+    """Raise ``TraceError`` unless ``f`` returned a pair ``(loss, aux)``."""
+    if isinstance(val, (tuple, list)) and len(val) == 2:
+        return
+    name = getattr(f, "__name__", "f")
+    where = f" ({tape.loc})" if tape.loc else ""
+    got = f"a {type(val).__name__} of length {len(val)}" if isinstance(val, (tuple, list)) \
+        else f"a {type(val).__name__}"
+    raise TraceError(f"yota.grad(..., has_aux=True) needs {name}{where} to return a pair "
+                     f"(loss, aux), but it returned {got}; return (loss, aux) with aux any "
+                     "structure of arrays, or leave has_aux out")
+
+
+_RESULT: Any = object()
+
+
+def check_scalar(tape: Tape, val: Any, f: Any, r: Any = _RESULT) -> None:
+    """Raise ``TraceError`` unless the traced result (``r``, default the tape's) is a
+    scalar float."""
+    r = tape.result if r is _RESULT else r
     name = getattr(f, "__name__", "f")
     if isinstance(r, Var):
         if r.type is not None and r.type.ndim == 0 and r.type.dtype.kind == "f":
@@ -114,8 +158,16 @@ def float_leaves(tape: Tape, fn: Function) -> list[int]:
 
 
 def differentiate(tape: Tape, fn: Function) -> Function:
-    """Value and gradients of ``fn`` (the lowered ``tape``) w.r.t. every float leaf."""
-    return vjp(fn, float_leaves(tape, fn))
+    """Value and gradients of ``fn`` (the lowered ``tape``) w.r.t. every float leaf; for
+    a tape with auxiliary outputs (``has_aux``) the gradients are those of its first
+    output, and the others follow the gradients as outputs of the same program."""
+    if not tape.has_aux:
+        return vjp(fn, float_leaves(tape, fn))
+    loss = fn.replace(outputs=fn.outputs[:1], output_labels=fn.output_labels[:1])
+    g = vjp(loss, float_leaves(tape, fn))
+    aux = [f"aux {i}" for i in range(len(fn.outputs) - 1)]
+    return g.replace(outputs=g.outputs + fn.outputs[1:],
+                     output_labels=g.output_labels + tuple(aux))
 
 
 def optimize(fn: Function, passes: Sequence[str] | None = None, *,
@@ -143,7 +195,7 @@ def program_ir(f: Callable[..., Any], args: Sequence[Any], *, kind: str = "grad"
     """The IR ``yota.grad`` (``kind="forward"``: ``yota.compile``) would compile for ``f``
     at ``args``, and the argument signature."""
     if kind == "forward":
-        _, tape = trace(f, *args)
+        _, tape = _tracing.trace(f, *args)
         return forward_ir(tape, optimized=optimized), tape_signature(tape)
     _, tape = trace_grad(f, args)
     return grad_ir(tape, optimized=optimized), tape_signature(tape)
@@ -242,7 +294,7 @@ def stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tuple[str,
 
 
 def _check_differentiable(tape: Tape, fn: Function, upto: str) -> None:
-    out = fn.outputs[0].type if len(fn.outputs) == 1 else None
+    out = fn.outputs[0].type if len(fn.outputs) == 1 or tape.has_aux and fn.outputs else None
     if out is None or out.ndim != 0 or out.dtype.kind != "f":
         got = ", ".join(str(v.type) for v in fn.outputs) or "nothing"
         raise StageError(f"stage {upto!r} differentiates {tape.fname}, which must return a "

@@ -25,6 +25,14 @@ _OPAQUE = (type, np.dtype, types.FunctionType, types.BuiltinFunctionType, types.
            types.ModuleType, np.ufunc, functools.partial, range, slice)
 
 
+TRACED: list[type] = []  # the tracer class (registered by yota.tracing): never walked into
+
+
+def is_traced(x: Any) -> bool:
+    """True for a tracer (a value of a running trace)."""
+    return any(isinstance(x, t) for t in TRACED)
+
+
 def is_leaf(x: Any) -> bool:
     """Dynamic leaves: arrays, NumPy scalars and Python floats."""
     return isinstance(x, (np.ndarray, np.generic)) or type(x) is float
@@ -36,7 +44,7 @@ def _is_namedtuple(x: Any) -> bool:
 
 def children(x: Any) -> list[tuple[Any, Any]] | None:
     """(key, child) pairs of a container, or None for a leaf or static value."""
-    if is_leaf(x) or isinstance(x, _SCALARS) or isinstance(x, _OPAQUE):
+    if is_leaf(x) or isinstance(x, _SCALARS) or isinstance(x, _OPAQUE) or is_traced(x):
         return None
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return [(f.name, getattr(x, f.name)) for f in dataclasses.fields(x)]
@@ -87,6 +95,10 @@ def _flatten(x: Any, path: Path, leaves: list[tuple[Path, Any]]) -> Any:
         return ("leaf", leaf_signature(x, path))
     kids = children(x)
     if kids is None:
+        if is_traced(x):
+            where = format_path(path) or "the argument"
+            raise TraceError(f"{where} is a traced value of a trace that has ended (a tracer "
+                             "kept from inside a traced function); pass arrays")
         return ("static", _static_key(x))
     return (type(x), tuple(k for k, _ in kids),
             tuple(_flatten(v, path + (k,), leaves) for k, v in kids))
@@ -111,17 +123,19 @@ def _static_key(x: Any) -> Any:
     return (type(x), x)
 
 
-def rebuild(x: Any, fn: Callable[[Path, Any], Any], path: Path = ()) -> Any:
-    """A copy of structure ``x`` with each leaf replaced by ``fn(path, leaf)``.
+def rebuild(x: Any, fn: Callable[[Path, Any], Any], path: Path = (),
+            leaf: Callable[[Any], bool] = is_leaf) -> Any:
+    """A copy of structure ``x`` with each leaf (``leaf(x)`` true) replaced by
+    ``fn(path, leaf)``.
 
     Containers are shallow-copied (frozen dataclasses included), never mutated.
     """
-    if is_leaf(x):
+    if leaf(x):
         return fn(path, x)
     kids = children(x)
     if kids is None:
         return x
-    new = {k: rebuild(v, fn, path + (k,)) for k, v in kids}
+    new = {k: rebuild(v, fn, path + (k,), leaf) for k, v in kids}
     if _is_namedtuple(x):
         return type(x)(*new.values())
     if isinstance(x, tuple):

@@ -78,6 +78,19 @@ class Entry:
     extra: Any = None
 
 
+@dataclass(eq=False)
+class Inlined:
+    """The ``extra`` of a ``call`` entry that runs a program built by a nested trace (a
+    ``yota.grad``, ``yota.trace`` or compiled function called inside a traced function):
+    ``fn`` is its IR (the inputs: the nested tape's leaves, then its captured arrays),
+    inlined op by op when this tape is lowered, so it is differentiated again; ``tape``
+    is the nested tape (its guards become guards of this one)."""
+
+    fn: Any  # yota.ir.core.Function
+    tape: Tape
+    what: str  # "grad", "trace", "compile" or "simplegrad"
+
+
 class Tape:
     """The entries of one trace, its inputs' structure and its result."""
 
@@ -96,6 +109,8 @@ class Tape:
         self.bound_consts: list[tuple[Any, dict[str, Any], str]] = []  # (array, globals, name)
         # IR lowered from this tape by (name, argnames): filled by yota.lowering.to_ir
         self.lowered: dict[tuple[Any, ...], Any] = {}
+        self.foreign_tracers: dict[Var, Any] = {}  # captured values of enclosing traces
+        self.has_aux = False  # the result is (loss, aux): yota.grad(..., has_aux=True)
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
         self.nvars += 1
@@ -122,7 +137,15 @@ class Tape:
 
     @property
     def guards(self) -> list[Entry]:
-        return [e for e in self.entries if e.kind == "guard"]
+        """The guard entries in the order lowering emits their ``guard`` ops: those of an
+        inlined nested program (``Inlined``) at its entry's place."""
+        out: list[Entry] = []
+        for e in self.entries:
+            if e.kind == "guard":
+                out.append(e)
+            elif isinstance(e.extra, Inlined):
+                out += e.extra.tape.guards
+        return out
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -13,14 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.errors import TraceError
+from yota.ir.core import Function
+from yota.ir.errors import TraceError, UnsupportedError
+from yota.ir.interpreter import run
 
+from . import structs
 from .primitives import temporary_primitives
 from .randomness import Recorder, UnrecordedDraws, recording
 from .sideeffects import Snapshot
 from .structs import rebuild_sequence
-from .tape import Loc, Tape
-from .tracer import TraceContext, Tracer, active
+from .tape import Inlined, Loc, Tape, Var
+from .tracer import TraceContext, Tracer, active, current_context, record
 from .validate import argnames, check_arity, check_callable
 
 
@@ -31,12 +34,19 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     (dataclasses, objects, NamedTuples, tuples, lists, dicts) are traced; ints, bools,
     strings and None are constants of the trace.
 
+    This is the raw trace; ``yota.trace`` (``yota.pipeline.trace``) also traces through
+    when called inside a function that Yota is tracing.
+
     >>> import numpy as np, yota
     >>> val, tape = yota.trace(lambda x: np.sum(x * 2.0), np.ones(3))
     >>> float(val)
     6.0
     """
     check_callable(f, "trace")
+    return _trace(f, *args, primitives=primitives)
+
+
+def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
     check_arity(f, args)
     name = getattr(f, "__name__", type(f).__name__)
     code = getattr(f, "__code__", None)
@@ -61,12 +71,15 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
         raise ctx.deferred
     tape.result = _result_to_tape(ctx, result)  # may read leaves: before leaf_vars
     tape.leaf_vars = [(t._path[0], t._path[1], t._var) for t in ctx.leaves]
+    tape.foreign_tracers = {var: t for t, var in ctx.foreign.values()}
     return _result_value(result), tape
 
 
 def _result_to_tape(ctx: TraceContext, r: Any) -> Any:
     if isinstance(r, Tracer):
         if r._ctx is not ctx:
+            if r._ctx in _stack():  # a value of an enclosing trace
+                return ctx.foreign_var(r)
             raise TraceError("the function returned a value traced by another trace")
         return r.tape_var
     if isinstance(r, (np.ndarray, np.generic)):
@@ -90,3 +103,84 @@ def _result_value(r: Any) -> Any:
     if isinstance(r, dict):
         return {k: _result_value(v) for k, v in r.items()}
     return r
+
+
+# -- nested traces: a program built inside a traced function is inlined into its trace ----
+structs.TRACED.append(Tracer)
+
+
+def _stack() -> list[TraceContext]:
+    from .tracer import _local
+
+    return list(getattr(_local, "stack", None) or [])
+
+
+def has_tracers(x: Any) -> bool:
+    """True when structure ``x`` holds a tracer."""
+    found = False
+
+    def see(path: Any, leaf: Any) -> Any:
+        nonlocal found
+        found = found or isinstance(leaf, Tracer)
+        return leaf
+
+    structs.rebuild(x, see, leaf=_leaf_or_tracer)
+    return found
+
+
+def _leaf_or_tracer(x: Any) -> bool:
+    return isinstance(x, Tracer) or structs.is_leaf(x)
+
+
+def detach(args: Any) -> Any:
+    """``args`` with each tracer replaced by its example value: what a nested trace runs
+    on (its program is then inlined into the enclosing trace, fed with the tracers)."""
+    return structs.rebuild(args, lambda _, x: x.value if isinstance(x, Tracer) else x,
+                           leaf=_leaf_or_tracer)
+
+
+def inline(fn: Function, tape: Tape, args: Any, what: str) -> list[Any]:
+    """Run ``fn`` (the IR built from ``tape``, traced at ``detach(args)``) inside the
+    enclosing trace: one ``call`` entry whose lowering inlines ``fn``'s ops, so the
+    enclosing program differentiates through them. Its inputs are fed with the tracers
+    (or arrays) of ``args`` at the tape's leaves, then the tape's captured arrays (a value
+    of the enclosing trace that ``f`` closes over is its tracer). Returns ``fn``'s outputs:
+    tracers of the enclosing trace, or arrays when nothing traced reaches them."""
+    if tape.randoms:
+        loc = tape.randoms[0].loc
+        raise UnsupportedError(
+            f"{tape.fname} draws random numbers{f' at {loc.describe()}' if loc else ''} "
+            f"inside a nested yota.{what} (called from a function Yota is tracing): draw them "
+            "in the enclosing function and pass them as an argument")
+    operands = [structs.get_path(args[argnum], path) for argnum, path, _ in tape.leaf_vars]
+    operands += [tape.foreign_tracers.get(e.outs[0], e.value) for e in tape.captured]
+    ctx = current_context()
+    if ctx is not None:  # the nested tape's constants from user code: checked per call
+        for e in tape.entries:
+            if e.kind == "const" and isinstance(e.extra, np.ndarray):
+                ctx.array_var(e.extra)
+        ctx.tape.bound_consts += tape.bound_consts
+    tape.foreign_tracers = {}  # the tape outlives this trace: it must hold no tracer
+    outs = record(what, tuple(operands), {}, lambda *xs: list(run(fn, *xs)),
+                  extra=Inlined(fn, tape, what), display=f"{what}({tape.fname})")
+    return list(outs)
+
+
+def restructure(result: Any, outs: list[Any]) -> Any:
+    """The result structure of a tape (Vars at its traced leaves) with its outputs
+    ``outs`` in place of the Vars (a Python number in it is an output too)."""
+    it = iter(outs)
+
+    def build(r: Any) -> Any:
+        if isinstance(r, Var):
+            v = next(it)
+            return v.item() if r.weak and isinstance(v, np.ndarray) else v
+        if isinstance(r, dict):
+            return {k: build(v) for k, v in r.items()}
+        if isinstance(r, (list, tuple)):
+            return rebuild_sequence(r, [build(v) for v in r])
+        if r is not None:
+            next(it)
+        return r
+
+    return build(result)
