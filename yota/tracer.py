@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.errors import TraceError, UnsupportedError
+from yota.ir.errors import TraceError, UnsupportedError, YotaError
 from yota.ir.types import DTYPE_NAMES, TensorType
 
 from . import structs
@@ -590,6 +590,8 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     try:
         with np.errstate(all="ignore"):
             value = forward(*to_value(args), **{k: to_value(v) for k, v in kwargs.items()})
+    except YotaError:  # already says what and where (np.linalg's LinAlgError is a ValueError)
+        raise
     except ValueError as e:
         at = loc.describe() if loc is not None else "an unknown place"
         raise OperandError(f"{display or key} at {at}: {e} (operands: "
