@@ -99,8 +99,8 @@ _dynamic_cache: dict[str, Program] = {}
 
 
 def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
-         optimize: bool = True, cache: bool = True, has_aux: bool = False
-         ) -> tuple[Any, GradientResult]:
+         optimize: bool = True, cache: bool = True, has_aux: bool = False,
+         comm: Any = None) -> tuple[Any, GradientResult]:
     """Value and gradient of scalar function ``f`` at ``args``: ``(value, grads)``.
 
     ``f`` returns a scalar float (a 0-d array or a Python float). ``args`` are arrays,
@@ -120,6 +120,11 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
       the differentiated program as it is.
     - ``cache``: consult the on-disk cache of compiled programs (``yota.cache``); False
       compiles in this process only.
+    - ``comm``: an ``mpi4py`` communicator (or a ``yota.distributed.DataParallel``):
+      data-parallel training. Each rank computes the value and gradients at its own
+      arguments (its shard of the data); the result is their mean over the ranks,
+      the same on every rank. A failure on any rank raises ``DistributedError`` on
+      every rank (``yota.distributed``).
     - ``has_aux``: ``f`` returns a pair ``(loss, aux)``, ``aux`` any structure of arrays
       and numbers; the gradients are those of ``loss``, and the result is
       ``((loss, aux), grads)`` (JAX's convention), all computed by one compiled program.
@@ -147,6 +152,12 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     (9.0, array([3., 3.]), 3.0)
     """
     check_callable(f, "grad")
+    if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
+        from . import distributed
+
+        return distributed.step(comm, lambda: grad(
+            f, *args, dynamic=dynamic, backend=backend, optimize=optimize, cache=cache,
+            has_aux=has_aux), args)
     if tracing.current_context() is not None:
         return nested_grad(f, args, has_aux)
     if "cupy" in sys.modules:  # only then can an argument be a CuPy array
