@@ -11,7 +11,7 @@ from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
 from . import device as _device
-from . import pipeline, randomness
+from . import pipeline, randomness, tracing
 from .cache import tape_signature
 from .program import Program, signature
 from .structs import rebuild_sequence
@@ -107,6 +107,8 @@ class CompiledFunction:
         return next(iter(self.programs.values()))[0].fn
 
     def __call__(self, *args: Any) -> Any:
+        if tracing.current_context() is not None:  # called inside a traced function
+            return self._inline(args)
         args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"
         programs = self.programs.get(signature(args), [])
         rngs = randomness.states_of([p.tape for p in programs])
@@ -128,6 +130,19 @@ class CompiledFunction:
         return _restructure(program.tape.result, outs)
 
 
+    def _inline(self, args: tuple[Any, ...]) -> Any:
+        """Trace through: the forward program, built at the values of ``args``, inlined
+        into the enclosing trace (a gradient of it differentiates through it)."""
+        if self.f is not None:
+            return pipeline.nested_forward(self.f, args, "compile")
+        tape = next(iter(self.programs.values()))[0].tape
+        if signature(tracing.detach(args)) != tape_signature(tape):
+            raise SignatureError("this function was compiled from a tape; the arguments do "
+                                 "not match its signature, and it cannot retrace")
+        outs = tracing.inline(pipeline.lower(tape), tape, args, "compile")
+        return tracing.restructure(tape.result, outs)
+
+
 def compile(f: Callable[..., Any] | Tape, *example_args: Any,
             backend: str | None = None, cache: bool = True) -> CompiledFunction:
     """Compile ``f`` for the signature of ``example_args`` (or compile a ``Tape``);
@@ -137,10 +152,15 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
     >>> cf = yota.compile(lambda x: np.tanh(x) * 2.0, np.zeros(3))
     >>> cf(np.zeros(3))
     array([0., 0., 0.])
+
+    Called inside a function that Yota is tracing, the compiled function traces through
+    (its program is inlined into the enclosing one and differentiated with it).
     """
     if isinstance(f, Tape):
         return CompiledFunction(None, f, backend, cache)
     check_callable(f, "compile")
+    if tracing.current_context() is not None:  # built from the values; called, it inlines
+        example_args = tracing.detach(example_args)
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
     _, tape = pipeline.trace_forward(f, example_args)
     return CompiledFunction(f, tape, backend, cache, args=example_args)

@@ -90,6 +90,13 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     return val, tape
 
 
+def nested_forward(f: Callable[..., Any], args: Sequence[Any], what: str) -> Any:
+    """``f(*args)`` inside a trace, through a nested trace whose program is inlined into
+    the enclosing one (``yota.compile``'s functions called in a traced function)."""
+    _, tape = _tracing.trace(f, *_tracing.detach(tuple(args)))
+    return _tracing.restructure(tape.result, _tracing.inline(lower(tape), tape, args, what))
+
+
 def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
     """Trace ``f`` at ``args`` (host copies of device arrays)."""
     return _tracing.trace(f, *_device.host_values(args))

@@ -18,7 +18,7 @@ from yota.ir.errors import GuardFailed, YotaError
 from yota.ir.ops import OPS
 from yota.ir.printer import format_attr
 
-from . import pipeline, structs
+from . import pipeline, structs, tracing
 from .tape import Tape
 from .validate import check_callable
 
@@ -128,6 +128,8 @@ class SimpleGrad:
         self.f = f
 
     def __call__(self, *args: Any) -> Any:
+        if tracing.current_context() is not None:  # inside a trace: traced through
+            return self._inline(args)
         try:
             return self.fn(*args)
         except GuardFailed:
@@ -136,6 +138,15 @@ class SimpleGrad:
         new = simplegrad(self.f, *args)
         self.fn, self.source = new.fn, new.source
         return self.fn(*args)
+
+    def _inline(self, args: tuple[Any, ...]) -> Any:
+        if self.f is None:
+            raise YotaError("this simplegrad function has no traced function to trace "
+                            "through; call it outside a traced function")
+        from .grad import nested_grad
+
+        value, grads = nested_grad(self.f, args, what="simplegrad")
+        return (value, *grads)
 
     def __repr__(self) -> str:
         return f"<simplegrad {self.fn.__name__}>\n{self.source}"
@@ -150,6 +161,8 @@ def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
     array([2., 4.])
     """
     check_callable(f, "simplegrad")
+    if tracing.current_context() is not None:  # inside a trace: built from the values
+        args = tracing.detach(args)
     _, tape = pipeline.trace_forward(f, args)
     gfn = pipeline.grad_ir(tape, passes=PASSES)
     name = f"{getattr(f, '__name__', 'f').replace('<lambda>', 'f')}_grad"
