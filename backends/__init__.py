@@ -29,7 +29,7 @@ from typing import Any
 from yota.ir.errors import YotaError
 
 BACKENDS = {"interp": "yota.backends.interp", "llvm": "yota.backends.llvm",
-            "cuda": "yota.backends.cuda"}
+            "cuda": "yota.backends.cuda", "mlir": "yota.backends.mlir"}
 DEFAULT_BACKEND = "llvm"
 
 

@@ -90,7 +90,7 @@ def _gather(c: FnCtx, op: Op) -> None:
 
 @emitter("scatter_add")
 def _scatter_add(c: FnCtx, op: Op) -> None:
-    u, idx, r = op.operands[0], op.operands[1:], op.result
+    u, r = op.operands[0], op.result
     a, k = op.attrs["axis"], len(op.operands) - 1
     sizes = [r.shape[a + m] for m in range(k)]
     if c.executable:

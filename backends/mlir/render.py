@@ -20,9 +20,8 @@ import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import UnsupportedError
 
-
-from .context import FnCtx, ModuleCtx
 from . import index as _index  # noqa: F401 - registers gather, scatter_add
+from .context import FnCtx, ModuleCtx
 from .emit import EMITTERS
 from .text import location, memref, tensor
 

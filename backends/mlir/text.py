@@ -131,6 +131,8 @@ class Lines:
         return name
 
     def const(self, value: object, dt: np.dtype) -> str:
+        if np.dtype(dt).kind == "b":  # a bool literal carries its type (i1)
+            return self.op(f"arith.constant {scalar(value, dt)}", "c")
         return self.op(f"arith.constant {scalar(value, dt)} : {elem(dt)}", "c")
 
     def index(self, value: int) -> str:
