@@ -505,8 +505,9 @@ REFUSED: list[tuple[str, Callable[..., Any], str]] = [
      "np.tensordot's axes"),
     ("diagonal_traced_offset", lambda x: np.diagonal(np.outer(x, x), np.argmax(x[:1])),
      "np.diagonal's offset"),
-    ("matrix_power_negative", lambda x: np.linalg.matrix_power(np.diag(x + 5), -1),
-     "np.linalg.matrix_power needs a constant n >= 0"),
+    ("matrix_power_traced_n", lambda x: np.linalg.matrix_power(np.diag(x + 5),
+                                                                np.argmax(x[:1]) + 1),
+     "np.linalg.matrix_power's n"),
 ]
 
 

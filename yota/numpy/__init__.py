@@ -23,8 +23,10 @@ or a new module here for a new family.
 ``statistics``   diff, ediff1d, gradient, ptp, average, nansum, nanprod, nanmean,
                  nanvar, nanstd, nanmax, nanmin
 ``contractions`` matmul, dot, vdot, inner, outer, tensordot, kron, cross, vecdot,
-                 matvec, vecmat, np.linalg's contractions
+                 matvec, vecmat, np.linalg's contractions (matmul, tensordot...)
 ``einsum``       einsum: every subscript form, as transposes, reshapes and matmuls
+``linalg``       np.linalg: solve, inv, det, slogdet, cholesky, eigh, svd, qr, pinv,
+                 lstsq, norms, cond, matrix_rank, matrix_power, multi_dot, tensor*
 ``shape``        reshape, ravel, squeeze, transpose, moveaxis, broadcast_to,
                  permute_dims, matrix_transpose...
 ``joining``      concatenate/concat, stack & co., block, append, split & co., unstack,
@@ -45,6 +47,7 @@ from . import (  # noqa: F401  (each family registers its entries on import)
     elementwise,
     indexing,
     joining,
+    linalg,
     mathfuncs,
     movement,
     reductions,

@@ -236,37 +236,3 @@ register("linalg.outer", np.linalg.outer, np.linalg.outer)(
     lambda L, outs, x1, x2: _outer(L, outs, x1, x2))
 register("linalg.cross", np.linalg.cross, np.linalg.cross)(
     lambda L, outs, x1, x2, *, axis=-1: _cross(L, outs, x1, x2, axis=axis))
-
-
-@register("linalg.multi_dot", np.linalg.multi_dot, np.linalg.multi_dot)
-def _multi_dot(L: LoweringContext, outs: list[TensorType], arrays: Any, *,
-               out: Any = None) -> Value:
-    """A chain of matrix products, left to right (the first and last may be vectors)."""
-    o = outs[0]
-    xs = [L.operand(a, o.dtype, None) for a in arrays]
-    acc = xs[0]
-    for x in xs[1:]:
-        acc = matmul_values(L, acc, x, TensorType(o.dtype, acc.shape[:-1] + x.shape[1:]))
-    return L.b.reshape_to(acc, o.shape)
-
-
-@register("linalg.matrix_power", np.linalg.matrix_power, np.linalg.matrix_power)
-def _matrix_power(L: LoweringContext, outs: list[TensorType], a: Any, n: int) -> Value:
-    """``a @ a @ ... @ a`` by repeated squaring (``n >= 0``; ``n = 0`` is the identity)."""
-    o = outs[0]
-    x = L.operand(a, o.dtype, None)
-    if not isinstance(n, (int, np.integer)) or n < 0:
-        raise UnsupportedError("np.linalg.matrix_power needs a constant n >= 0 (a negative "
-                               "power is a matrix inverse)")
-    result: Value | None = None
-    square, k = x, int(n)
-    while k:
-        if k & 1:
-            result = square if result is None else matmul_values(L, result, square, o)
-        k >>= 1
-        if k:
-            square = matmul_values(L, square, square, o)
-    if result is None:
-        eye = np.broadcast_to(np.eye(o.shape[-1], dtype=o.dtype), o.shape)
-        return L.b.const(np.ascontiguousarray(eye))
-    return result
