@@ -1,12 +1,21 @@
-"""The reference-interpreter backend: runs IR with NumPy, op by op."""
+"""The reference-interpreter backend: runs IR with NumPy, op by op.
+
+``compile(fn, profile=True)`` gives the profiled variant: the same interpreter with the
+clock read around each op (``yota.profile``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
-from yota.ir.core import Function
-from yota.ir.interpreter import run
+from yota.ir.core import Function, Value
+from yota.ir.errors import GuardFailed
+from yota.ir.interpreter import _apply, _as_type, _guard_message, check_inputs, run
+from yota.ir.ops import get_opdef
+from yota.ir.ops.misc import guard_holds
+
+from .program import StepTimes
 
 
 class InterpExecutable:
@@ -21,5 +30,58 @@ class InterpExecutable:
         return run(self.fn, *args)
 
 
-def compile(fn: Function) -> InterpExecutable:
-    return InterpExecutable(fn)
+class ProfiledInterpExecutable(InterpExecutable):
+    """The interpreter timing each op but constants: ``steps[s]`` is the op index of step
+    ``s``; ``timed(*arrays)`` returns the outputs and the call's ``StepTimes``."""
+
+    def __init__(self, fn: Function) -> None:
+        super().__init__(fn)
+        self.steps = [i for i, op in enumerate(fn.ops) if op.name != "const"]
+        self._step_of = {i: s for s, i in enumerate(self.steps)}
+
+    def __call__(self, *args: Any) -> list[np.ndarray]:
+        return self.timed(*args)[0]
+
+    def timed(self, *args: Any) -> tuple[list[np.ndarray], StepTimes]:
+        n = len(self.steps)
+        starts, ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        t0 = time.monotonic_ns()
+        try:
+            fn = self.fn
+            env: dict[Value, np.ndarray] = dict(zip(fn.inputs, check_inputs(fn, args),
+                                                    strict=True))
+            for i in range(len(fn.ops)):
+                s = self._step_of.get(i)
+                if s is not None:
+                    starts[s] = time.monotonic_ns()
+                _run_op(fn, i, env)
+                if s is not None:
+                    ends[s] = time.monotonic_ns()
+            outs = [env[v] for v in fn.outputs]
+        finally:
+            times = StepTimes(t0, time.monotonic_ns(), starts, ends)
+        return outs, times
+
+
+def _run_op(fn: Function, i: int, env: dict[Value, np.ndarray]) -> None:
+    """Op ``i`` of ``fn`` as the interpreter runs it (``yota.ir.interpreter.run``)."""
+    op = fn.ops[i]
+    xs = [env[v] for v in op.operands]
+    if op.name == "guard":
+        if not guard_holds(xs[0], **op.attrs):
+            raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i,
+                              value=np.asarray(xs[0]).reshape(())[()])
+        return
+    opdef = get_opdef(op.name)
+    if opdef.calls:
+        results: Any = run(fn.callees[op.attrs["callee"]], *xs)
+    else:
+        results = _apply(opdef.impl, op, xs)
+        if len(op.results) == 1:
+            results = [results]
+    for r, val in zip(op.results, results, strict=True):
+        env[r] = _as_type(val, r, op.name)
+
+
+def compile(fn: Function, *, profile: bool = False) -> InterpExecutable:
+    return ProfiledInterpExecutable(fn) if profile else InterpExecutable(fn)

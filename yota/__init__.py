@@ -25,6 +25,8 @@ from .grad import GradientResult, grad, stats
 from .lowering import to_ir
 from .pipeline import trace  # traces through when called inside a trace
 from .primitives import primitive
+from .profile import Profile, profile  # per-step timing of compiled programs
+from .profile import from_env as _profile_from_env
 from .rules import check_rule, diffrule, nodiff
 from .simplegrad import simplegrad
 from .tape import Tape
@@ -32,9 +34,11 @@ from .update import update_
 
 __version__ = "0.1.0"
 
+_profile_from_env()  # YOTA_PROFILE=1: profile the whole process, print the table at exit
+
 __all__ = [
     "GuardFailed", "LinAlgError", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
-    "update_", "to_device", "cache", "aot", "explain",
+    "update_", "to_device", "cache", "aot", "explain", "profile", "Profile",
 ]
