@@ -6,6 +6,7 @@
     yota-ir opt grad.yir --passes simplify,cse,dce         # passes on IR text
     yota-ir graph model.py:loss --example example -o loss.svg
     yota-ir check model.py:loss --example example          # yota.grad vs finite differences
+    yota-ir profile model.py:loss --example example        # time per step, by file:line
 
 A target is ``FILE.py:FUNC`` or ``package.module:FUNC``; its example arguments come from
 ``--args 'EXPR'`` (evaluated in the target's module, with ``np`` available) or
@@ -24,7 +25,16 @@ from yota.ir.dot import COLORS, to_dot
 from yota.ir.to_json import function_json, module_json, phase, value_names
 from yota.tape_json import tape_json
 
-from . import cmd_aot, cmd_cache, cmd_check, cmd_graph, cmd_ir, cmd_native, cmd_tape
+from . import (
+    cmd_aot,
+    cmd_cache,
+    cmd_check,
+    cmd_graph,
+    cmd_ir,
+    cmd_native,
+    cmd_profile,
+    cmd_tape,
+)
 from .app import EXIT_ERROR, EXIT_INTERNAL, ToolError, main, user_code, user_traceback
 from .stages import STAGES, build_stages, float_leaves, pass_names, run_passes
 from .targets import (
@@ -39,7 +49,8 @@ from .targets import (
 
 __all__ = [
     "COLORS", "EXIT_ERROR", "EXIT_INTERNAL", "STAGES", "Target", "ToolError", "build_stages",
-    "cmd_aot", "cmd_cache", "cmd_check", "cmd_graph", "cmd_ir", "cmd_native", "cmd_tape",
+    "cmd_aot", "cmd_cache", "cmd_check", "cmd_graph", "cmd_ir", "cmd_native", "cmd_profile",
+    "cmd_tape",
     "example_args", "float_leaves", "function_json", "load_module", "load_target", "main",
     "module_json", "pass_names", "phase", "run_passes", "split_target", "tape_json",
     "target_options", "to_dot", "trace_target", "user_code", "user_traceback", "value_names",
