@@ -124,8 +124,12 @@ def check_pair(tape: Tape, val: Any, f: Any) -> None:
         return
     name = getattr(f, "__name__", "f")
     where = f" ({tape.loc})" if tape.loc else ""
-    got = f"a {type(val).__name__} of length {len(val)}" if isinstance(val, (tuple, list)) \
-        else f"a {type(val).__name__}"
+    if isinstance(val, (tuple, list)):
+        got = f"a {type(val).__name__} of length {len(val)}"
+    elif hasattr(val, "shape"):
+        got = f"an array of shape {tuple(val.shape)}"
+    else:
+        got = f"a {type(val).__name__}"
     raise TraceError(f"yota.grad(..., has_aux=True) needs {name}{where} to return a pair "
                      f"(loss, aux), but it returned {got}; return (loss, aux) with aux any "
                      "structure of arrays, or leave has_aux out")
