@@ -179,7 +179,7 @@ def broadcast_(obj: Any, root: int = 0, comm: Any = None) -> Any:
                                 "writeable (np.array(x)) so it can be overwritten")
     except Exception as e:
         error = e
-    layout = tuple((path, *_describe_leaf(x)) for path, x in leaves)
+    layout = tuple((0, path, *_describe_leaf(x)) for path, x in leaves)
     red.check(layout if error is None else None, error, ["obj"], "broadcast_")
     floats = [(p, x) for p, x in leaves if _kind(x) in "fs"]
     for _, x in leaves:
@@ -565,7 +565,11 @@ def _failure_message(reports: list[tuple[str | None, Any]], argnames: Sequence[s
         lines = "; ".join(f"rank {r}: {e}" for r, e in errors)
         return (f"{api}: the data-parallel step failed on {len(errors)} of {size} ranks "
                 f"({lines}).{tail}")
-    diff = _first_difference([lay for _, lay in reports], argnames)
+    diff = _first_difference([lay for _, lay in reports], argnames, api)
+    if api == "broadcast_":
+        return (f"{api}: the structures differ between the ranks, so nothing was copied: "
+                f"{diff}. Call broadcast_ with the same fields, dtypes and shapes on every "
+                f"rank.{tail}")
     return (f"{api}: the ranks' gradients differ in structure, so they cannot be averaged: "
             f"{diff}. Every rank must produce gradients of the same arguments, fields, "
             "dtypes and shapes: give the ranks shards of one shape and the same parameters, "
@@ -573,33 +577,35 @@ def _failure_message(reports: list[tuple[str | None, Any]], argnames: Sequence[s
             f"parameter gives it no gradient on that rank).{tail}")
 
 
-def _first_difference(layouts: list[Any], argnames: Sequence[str]) -> str:
+def _first_difference(layouts: list[Any], argnames: Sequence[str], api: str) -> str:
     base = {(a, p): rest for a, p, *rest in layouts[0]}
     for r, lay in enumerate(layouts[1:], start=1):
         here = {(a, p): rest for a, p, *rest in lay}
         for key in list(base) + [k for k in here if k not in base]:
             if base.get(key) != here.get(key):
-                name = _name(key, argnames)
-                return (f"{name} is {_show(base.get(key))} on rank 0 and "
-                        f"{_show(here.get(key))} on rank {r}")
+                name = _name(key, argnames, api)
+                return (f"{name} is {_show(base.get(key), api)} on rank 0 and "
+                        f"{_show(here.get(key), api)} on rank {r}")
         if list(base) != list(here):
             return f"the gradients come in another order on rank {r} than on rank 0"
     return "their gradient structures hash differently"
 
 
-def _name(key: tuple[int, Any], argnames: Sequence[str]) -> str:
+def _name(key: tuple[int, Any], argnames: Sequence[str], api: str) -> str:
     a, path = key
     if a < 0:
         return "the value of f"
     root = argnames[a] if a < len(argnames) else f"argument {a}"
+    if api == "broadcast_":
+        return structs.format_path(path, "obj")
     if path is None:
         return f"the gradient of {root}"
     return f"the gradient of {structs.format_path(path, root)}"
 
 
-def _show(rest: Any) -> str:
+def _show(rest: Any, api: str) -> str:
     if rest is None:
-        return "absent"
+        return "missing" if api == "broadcast_" else "missing (f does not use it there)"
     kind, dtype, shape = rest
     if kind == "n":
         return "None (no gradient)"
