@@ -62,10 +62,15 @@ class FnCtx:
 
     def generic(self, ins: Sequence[tuple[str, TensorType, str]],
                 outs: Sequence[tuple[str, TensorType, str]], iters: Sequence[str],
-                body: Body) -> list[str]:
+                body: Body, domain: Sequence[int] | None = None) -> list[str]:
         """A ``linalg.generic``: ``ins``/``outs`` as (SSA name, type, indexing map);
-        ``body(lines, block arguments)`` returns the yielded scalars."""
+        ``body(lines, block arguments)`` returns the yielded scalars. With ``domain``, a
+        loop that no operand spans (every input broadcast along it, every output
+        reduced) gets an unread 1-D operand of its extent, so linalg knows its range."""
         L = self.L
+        real = len(ins)
+        if domain is not None:
+            ins = list(ins) + self._spans(list(ins) + list(outs), domain)
         res = L.fresh("g")
         maps = ", ".join(m for _, _, m in list(ins) + list(outs))
         its = ", ".join(f'"{i}"' for i in iters)
@@ -82,13 +87,22 @@ class FnCtx:
         L.line("^bb0(" + ", ".join(f"{a}: {t}" for a, t in zip(args, types, strict=True)) + "):")
         outer = L.indent
         L.indent = outer + "  "
-        ys = body(L, args)
+        ys = body(L, args[:real] + args[len(ins):])
         L.line(f"linalg.yield {', '.join(ys)} : "
                f"{', '.join(elem(t.dtype) for _, t, _ in outs)}")
         L.indent = outer
         rtypes = [tensor(t) for _, t, _ in outs]
         L.line(f"}} -> {rtypes[0] if len(rtypes) == 1 else '(' + ', '.join(rtypes) + ')'}")
         return [res] if len(outs) == 1 else [f"{res}#{i}" for i in range(len(outs))]
+
+    def _spans(self, operands: list[tuple[str, TensorType, str]], domain: Sequence[int]
+               ) -> list[tuple[str, TensorType, str]]:
+        covered = set()
+        for _, _, m in operands:
+            covered.update(r.strip() for r in m.split("-> (")[1].rstrip(")>").split(","))
+        n = len(domain)
+        return [(self.empty(TensorType("bool", (domain[k],))), TensorType("bool", (domain[k],)),
+                 affine_map(n, [f"d{k}"])) for k in range(n) if f"d{k}" not in covered]
 
     def elementwise(self, xs: Sequence[tuple[str, TensorType]], out: TensorType,
                     body: Body) -> str:
@@ -98,20 +112,23 @@ class FnCtx:
                             ["parallel"] * len(out.shape), body)[0]
 
     def reshape(self, x: str, src: TensorType, dst: tuple[int, ...]) -> str:
-        """``x`` (of type ``src``) with shape ``dst``: collapsed to 1-D, then expanded."""
+        """``x`` (of type ``src``) with shape ``dst``: collapsed to 1-D (0-d), then
+        expanded."""
         if src.shape == dst:
             return x
         L = self.L
-        flat = src.with_shape((src.size,))
-        if len(src.shape) != 1:
-            groups = "[]" if not src.shape else f"[{list(range(len(src.shape)))}]"
-            x = L.op(f"tensor.collapse_shape {x} {groups} : {tensor(src)} into {tensor(flat)}")
-        if len(dst) == 1:
+        mid = src.with_shape(() if not dst else (src.size,))
+        if src.shape and len(src.shape) != len(mid.shape):
+            groups = f"[{list(range(len(src.shape)))}]" if mid.shape else "[]"
+            x = L.op(f"tensor.collapse_shape {x} {groups} : {tensor(src)} into {tensor(mid)}")
+        else:
+            mid = src
+        if mid.shape == dst:
             return x
         out = src.with_shape(dst)
-        groups = "[]" if not dst else f"[{list(range(len(dst)))}]"
+        groups = f"[{list(range(len(dst)))}]" if mid.shape else "[]"
         return L.op(f"tensor.expand_shape {x} {groups} output_shape {list(dst)} : "
-                    f"{tensor(flat)} into {tensor(out)}")
+                    f"{tensor(mid)} into {tensor(out)}")
 
     def extract(self, x: str, t: TensorType) -> str:
         """The one element of a size-1 tensor."""

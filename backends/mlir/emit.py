@@ -57,6 +57,9 @@ for _name in SCALAR:
 @emitter("const")
 def _const(c: FnCtx, op: Op) -> None:
     r = op.result
+    if r.type.size == 0:  # no elements: nothing to spell
+        c.bind(r, c.empty(r.type))
+        return
     c.bind(r, c.L.op(f"arith.constant {dense(op.attrs['value'])} : {tensor(r.type)}", "cst"))
 
 
@@ -198,6 +201,9 @@ def _slice(c: FnCtx, op: Op) -> None:
     if not t.shape:
         c.bind(r, x)
         return
+    if r.type.size == 0:  # offsets into an empty tensor do not verify
+        c.bind(r, c.empty(r.type))
+        return
     a = op.attrs
     c.bind(r, c.L.op(f"tensor.extract_slice {x}{list(a['start'])} {list(r.shape)} "
                      f"{list(a['step'])} : {tensor(t)} to {tensor(r.type)}"))
@@ -215,6 +221,8 @@ def _flip(c: FnCtx, op: Op) -> None:
 
 def _insert(c: FnCtx, x: str, t: TensorType, into: str, rt: TensorType, offsets: list[int],
             strides: list[int]) -> str:
+    if t.size == 0:
+        return into
     return c.L.op(f"tensor.insert_slice {x} into {into}{offsets} {list(t.shape)} {strides} : "
                   f"{tensor(t)} into {tensor(rt)}")
 
@@ -299,7 +307,7 @@ def _fused(c: FnCtx, op: Op) -> None:
     def kernel(L: Lines, args: list[str]) -> list[str]:
         return _kernel_body(L, body, args, reductions)
     outer_loc = c.L.loc
-    res = c.generic(ins, out_specs, iters, kernel)
+    res = c.generic(ins, out_specs, iters, kernel, domain)
     c.L.loc = outer_loc
     for v, name in zip(op.results, res, strict=True):
         c.bind(v, name)

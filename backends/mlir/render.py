@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import UnsupportedError
+from yota.ir.types import TensorType
 
 from . import index as _index  # noqa: F401 - registers gather, scatter_add
 from .context import FnCtx, ModuleCtx
@@ -99,10 +100,13 @@ def _entry(mod: ModuleCtx, fn: Function) -> str:
     L = Lines(mod.counter)
     params, args = [], []
     for i, v in enumerate(fn.inputs):
-        params.append(f"%in{i}: {memref(v.type)}")
+        params.append(f"%in{i}: {_param(v.type)}")
+        if v.type.size == 0:  # no data: an empty tensor of the shape
+            args.append(L.op(f"tensor.empty() : {tensor(v.type)}", "t"))
+            continue
         args.append(L.op(f"bufferization.to_tensor %in{i} restrict : {memref(v.type)} to "
                          f"{tensor(v.type)}", "t"))
-    params += [f"%out{j}: {memref(v.type)}" for j, v in enumerate(fn.outputs)]
+    params += [f"%out{j}: {_param(v.type)}" for j, v in enumerate(fn.outputs)]
     params.append("%status: memref<2xi64>")
     n = len(fn.outputs) + 2
     res = L.fresh("r")
@@ -110,6 +114,8 @@ def _entry(mod: ModuleCtx, fn: Function) -> str:
            f"({', '.join(tensor(v.type) for v in fn.inputs)}) -> "
            f"({', '.join([tensor(v.type) for v in fn.outputs] + ['i32', 'i64'])})")
     for j, v in enumerate(fn.outputs):
+        if v.type.size == 0:
+            continue
         L.line(f"bufferization.materialize_in_destination {res}#{j} in restrict writable "
                f"%out{j} : ({tensor(v.type)}, {memref(v.type)}) -> ()")
     one = L.index(1)
@@ -119,3 +125,9 @@ def _entry(mod: ModuleCtx, fn: Function) -> str:
                       "  }\n"])
 
 
+
+
+def _param(t: TensorType) -> str:
+    """An entry parameter's memref type; one without elements is ``memref<0xT>`` (the
+    bare-pointer convention refuses some empty shapes, such as ``0x0``)."""
+    return memref(t if t.size else t.with_shape((0,)))

@@ -11,6 +11,7 @@ from typing import Any
 import llvmlite.binding as llvm
 import llvmlite.ir as lir
 from yota.ir.core import Function
+from yota.ir.errors import YotaError
 
 from ..llvm.jit import emit_object, load_object, optimize
 from ..llvm.module import ENTRY, ENTRY_OBJ, _array_entry
@@ -40,6 +41,31 @@ class MLIRExecutable(LLVMExecutable):
         return f"<MLIRExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} outputs>"
 
 
+_bound: list[str] = []
+
+
+def bind_runtime() -> None:
+    """Make MLIR's runtime helpers (``memrefCopy``) resolvable by the JIT (once)."""
+    if _bound:
+        return
+    lib = tools.runtime_library()
+    if lib is not None:
+        llvm.load_library_permanently(lib)
+    _bound.append(lib or "")
+
+
+def check_symbols(mod: llvm.ModuleRef) -> None:
+    """Every function the module declares resolves in this process (libm, libc, MLIR's
+    runtime helpers): an unresolved one would crash the call, so it is an error here."""
+    bind_runtime()
+    missing = [f.name for f in mod.functions if f.is_declaration
+               and not f.name.startswith("llvm.") and not llvm.address_of_symbol(f.name)]
+    if missing:
+        raise YotaError(f"the MLIR-lowered code calls {', '.join(missing)}, which this "
+                        "process does not provide (MLIR's libmlir_c_runner_utils, from the "
+                        "libmlir-22 package, provides memrefCopy)")
+
+
 def llvm_module(fn: Function, text: str) -> llvm.ModuleRef:
     """The LLVM IR of the executable module ``text`` with the array entry linked in."""
     init()
@@ -51,6 +77,7 @@ def llvm_module(fn: Function, text: str) -> llvm.ModuleRef:
     entry = lir.Function(wrapper, lir.FunctionType(I32, [PTR] * nptr), ENTRY)
     _array_entry(SimpleNamespace(module=wrapper), fn, entry)  # type: ignore[arg-type]
     mod.triple = target.triple
+    check_symbols(mod)
     mod.link_in(llvm.parse_assembly(str(wrapper)))
     return mod
 
@@ -80,5 +107,6 @@ def build(fn: Function, target_key: dict[str, Any], opt_level: int) -> MLIRExecu
 
 def load_code(art: Artifact) -> MLIRExecutable:
     target = host()
+    bind_runtime()
     return MLIRExecutable(art, load_object(art.object_code, target, [ENTRY, ENTRY_OBJ]),
                           target)

@@ -85,7 +85,11 @@ def _neg(L: Lines, xs: list[str], dts: list[np.dtype], out: np.dtype) -> str:
 
 @scalar_op("abs")
 def _abs(L: Lines, xs: list[str], dts: list[np.dtype], out: np.dtype) -> str:
-    return _un(L, "math.absf" if _k(out) == "f" else "math.absi", xs[0], out)
+    if _k(out) == "f":
+        return _un(L, "math.absf", xs[0], out)
+    zero = L.const(0, out)  # x < 0 ? 0 - x : x (math.absi has no LLVM lowering)
+    neg = _bin(L, "arith.subi", zero, xs[0], out)
+    return select(L, icmp(L, "slt", xs[0], zero, out), neg, xs[0], out)
 
 
 @scalar_op("sign")

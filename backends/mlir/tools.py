@@ -98,3 +98,18 @@ def lower(text: str) -> str:
 def translate(llvm_dialect: str) -> str:
     """LLVM-dialect MLIR to LLVM IR text."""
     return _run([_require("mlir-translate"), "--mlir-to-llvmir", "-"], llvm_dialect)
+
+
+@functools.cache
+def runtime_library() -> str | None:
+    """MLIR's C runner utilities (``libmlir_c_runner_utils``, which ``memrefCopy`` of
+    strided views lowers to), next to the tools: ``LLVM_ROOT/lib``."""
+    opt_path = find("mlir-opt")
+    if opt_path is None:
+        return None
+    lib = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(opt_path))), "lib")
+    try:
+        names = sorted(n for n in os.listdir(lib) if n.startswith("libmlir_c_runner_utils.so"))
+    except OSError:
+        return None
+    return os.path.join(lib, names[0]) if names else None
