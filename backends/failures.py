@@ -41,17 +41,23 @@ def index_record(op: Op, op_index: int, m: int) -> dict[str, Any]:
             "index": op_index}
 
 
+# routines that report a NaN in their input as an illegal argument: (routine, info)
+NAN_INFO = {"gesdd": -4}
+
+
 def linalg_record(op: Op, op_index: int, routine: str) -> dict[str, Any]:
     """The record of LAPACK ``routine`` called for linear-algebra ``op``; the value is
     the routine's ``info``."""
     return {"kind": "linalg", "op": op.name, "routine": routine, "loc": op.loc,
-            "index": op_index}
+            "index": op_index, "nan_info": NAN_INFO.get(routine, 0)}
 
 
 def linalg_failure(rec: dict[str, Any], info: int) -> YotaError:
     """The error of a failed LAPACK call: ``info > 0`` is the interpreter's
-    ``LinAlgError``; a negative ``info`` an argument LAPACK rejected (a bug here)."""
-    if info > 0:
+    ``LinAlgError``, and so is the ``info`` of a NaN input (``gesdd``'s -4: NumPy
+    raises on every nonzero ``info``); another negative ``info`` is an argument LAPACK
+    rejected (a bug here)."""
+    if info > 0 or (info < 0 and info == rec.get("nan_info")):
         return linalg_error(rec["op"], rec["loc"])
     where = f" at {rec['loc']}" if rec.get("loc") else ""
     if info == LAPACK_MISSING:

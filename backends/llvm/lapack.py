@@ -24,12 +24,14 @@ build of the library). Batches loop in native code around one call per matrix.
 Layouts: LAPACK is column-major. Where NumPy hands LAPACK a column-major copy (solve,
 lu, eigh, svd, qr), so do we: the operand is copied *transposed* into scratch, the
 routine runs there, and its outputs are copied back transposed, so the results are the
-ones ``np.linalg`` computes (eigenvector and singular-vector signs included). Two ops use
-transposition identities instead and skip copies: ``cholesky`` (a row-major matrix read
-column-major is its transpose, so ``potrf`` on the *upper* triangle of the row-major copy
-factors the lower triangle of ``a``) and ``triangular_solve`` (a row-major ``X`` is a
-column-major ``X^T``, so ``op(A) X = B`` is ``trsm`` from the right, ``X^T op(A)^T =
-B^T``, on the caller's strides when BLAS can read them).
+ones ``np.linalg`` computes (eigenvector and singular-vector signs included, and NaNs
+spread the same way: ``potrf`` on the upper triangle of the row-major matrix, the same
+matrix, spreads a NaN differently). Like NumPy, these compute in float64 for float32
+operands too (the copies convert), so float32 results are NumPy's to the last bit. The
+two ops NumPy has no routine for run in the operands' precision: ``lu`` (``getrf``) and
+``triangular_solve``, which uses a transposition identity instead of copies: a row-major
+``X`` is a column-major ``X^T``, so ``op(A) X = B`` is ``trsm`` from the right, ``X^T
+op(A)^T = B^T``, on the caller's strides when BLAS can read them.
 
 Failures: ``info > 0`` (not positive definite, singular, no convergence) stops the call
 with a ``"linalg"`` failure record (``backends/failures.py``), raised as the same
@@ -47,9 +49,9 @@ from yota.ir.core import Op, Value
 from yota.ir.errors import YotaError
 
 from ..failures import linalg_record
-from ..kernel import contiguous_strides
+from ..kernel import Kernel, contiguous_strides
 from ..layout import Loc, Storage
-from ..lowering import Emitter
+from ..lowering import Emitter, KernelArgs
 from .layout import blas_matrix
 from .loops import linear, loop, nest
 from .lower import FnGen
@@ -57,6 +59,7 @@ from .target import lapack_address
 from .types import I8, I64, PTR, VOID, declare, i64, mem_type, reg_type
 
 LAPACK_EMITTERS: dict[str, Emitter] = {}
+F64, I8T = np.dtype(np.float64), np.dtype(np.int64)
 Arg = str | int | float | ir.Value  # a character, an integer, a float scalar, a pointer
 
 
@@ -182,9 +185,27 @@ def _at(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int) -> ir
     return g.elem_ptr(loc, dtype, linear(g.b, idx, loc.strides[:nb]))
 
 
-def _copy(g: FnGen, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
-    if src != dst:
-        g.copy(shape, src, dtype, dst)
+def _copy(g: FnGen, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc,
+          dst_dtype: np.dtype | None = None) -> None:
+    """Copy ``shape`` elements from ``src`` to ``dst``, converted to ``dst_dtype``."""
+    to = np.dtype(dst_dtype or dtype)
+    if to == dtype:
+        if src != dst:
+            g.copy(shape, src, dtype, dst)
+        return
+    if not int(np.prod(shape, dtype=np.int64)):
+        return
+    args = KernelArgs()
+    k = Kernel(tuple(shape), (False,) * len(shape))
+    x = k.read(g.access(args, src, dtype))
+    k.store(k.op("convert", (x,), to, {"dtype": to}), g.access(args, dst, to))
+    g.launch(k, args)
+
+
+def _in_f64(g: FnGen, v: Value, ct: np.dtype) -> Loc:
+    """Where result ``v`` is computed in ``ct``: its own location, or scratch of ``ct``
+    (converted into ``v`` by ``_copy`` afterwards)."""
+    return g.loc(v) if v.dtype == ct else _scratch(g, v.shape, ct)
 
 
 def _zero_triangle(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int,
@@ -236,22 +257,24 @@ def _batch(g: FnGen, v: Value, body: Callable[[list[ir.Value]], None]) -> None:
 # -- the ops ----------------------------------------------------------------------------------
 @_emitter("cholesky")
 def _cholesky(g: FnGen, op: Op) -> None:
-    """``potrf`` on the upper triangle of a row-major copy (the lower triangle of ``a``,
-    read column-major), in the result's memory; then zeros above the diagonal."""
+    """``dpotrf`` on the lower triangle of a column-major float64 copy, as
+    ``np.linalg.cholesky`` (NaNs spread as there); zeros above the diagonal."""
     a, r = op.operands[0], op.result
     dt, n, nb = r.dtype, r.shape[-1], r.ndim - 2
-    _check_bound(op, "potrf", dt)
+    _check_bound(op, "potrf", F64)
     if not r.type.size:
         return
-    lr = g.loc(r)
-    _copy(g, a.shape, g.loc(a), dt, lr)
+    sa = _scratch(g, a.shape, F64, column_major=True)
+    _copy(g, a.shape, g.loc(a), dt, sa, F64)
     info = _info(g)
 
     def one(idx: list[ir.Value]) -> None:
-        _call(g, "potrf", dt, ["U", n, _at(g, lr, dt, idx, nb), n, info])
+        _call(g, "potrf", F64, ["L", n, _at(g, sa, F64, idx, nb), n, info])
         _check_info(g, op, "potrf", info)
-        _zero_triangle(g, lr, dt, idx, nb, n, n, upper=True)
     _batch(g, r, one)
+    lr = g.loc(r)
+    _copy(g, r.shape, sa, F64, lr, dt)
+    _batch(g, r, lambda idx: _zero_triangle(g, lr, dt, idx, nb, n, n, upper=True))
 
 
 def _blas_readable(g: FnGen, v: Value, loc: Loc) -> tuple[Loc, bool, int]:
@@ -292,27 +315,27 @@ def _triangular_solve(g: FnGen, op: Op) -> None:
 
 @_emitter("solve")
 def _solve(g: FnGen, op: Op) -> None:
-    """``gesv`` on column-major copies of ``a`` and ``b``, as ``np.linalg.solve``."""
+    """``dgesv`` on column-major float64 copies of ``a`` and ``b``, as
+    ``np.linalg.solve``."""
     a, b_ = op.operands
     x = op.result
     dt, n, k, nb = x.dtype, x.shape[-2], x.shape[-1], x.ndim - 2
-    _check_bound(op, "gesv", dt)
+    _check_bound(op, "gesv", F64)
     if not x.type.size:
         return
-    sa = _scratch(g, a.shape, dt, column_major=True)
-    sb = _scratch(g, b_.shape, dt, column_major=True)
-    ipiv = _scratch(g, (n,), np.dtype(np.int64))
-    g.copy(a.shape, g.loc(a), dt, sa)
-    g.copy(b_.shape, g.loc(b_), dt, sb)
+    sa = _scratch(g, a.shape, F64, column_major=True)
+    sb = _scratch(g, b_.shape, F64, column_major=True)
+    ipiv = _scratch(g, (n,), I8T)
+    _copy(g, a.shape, g.loc(a), dt, sa, F64)
+    _copy(g, b_.shape, g.loc(b_), dt, sb, F64)
     info = _info(g)
 
     def one(idx: list[ir.Value]) -> None:
-        _call(g, "gesv", dt, [n, k, _at(g, sa, dt, idx, nb), n,
-                              g.elem_ptr(ipiv, np.dtype(np.int64)), _at(g, sb, dt, idx, nb),
-                              n, info])
+        _call(g, "gesv", F64, [n, k, _at(g, sa, F64, idx, nb), n, g.elem_ptr(ipiv, I8T),
+                               _at(g, sb, F64, idx, nb), n, info])
         _check_info(g, op, "gesv", info)
     _batch(g, x, one)
-    g.copy(x.shape, sb, dt, g.loc(x))
+    _copy(g, x.shape, sb, F64, g.loc(x), dt)
 
 
 @_emitter("lu")
@@ -325,7 +348,7 @@ def _lu(g: FnGen, op: Op) -> None:
     _check_bound(op, "getrf", dt)
     if not a.type.size:
         return
-    i8 = np.dtype(np.int64)
+    i8 = I8T
     sa = _scratch(g, a.shape, dt, column_major=True)
     ipiv = _scratch(g, (n,), i8)
     g.copy(a.shape, g.loc(a), dt, sa)
@@ -365,98 +388,98 @@ def _ipiv_to_perm(g: FnGen, ipiv: ir.Value, perm: ir.Value, n: int, stride: int)
 
 @_emitter("eigh")
 def _eigh(g: FnGen, op: Op) -> None:
-    """``syevd`` (eigenvectors too) on a column-major copy, as ``np.linalg.eigh``."""
+    """``dsyevd`` (eigenvectors too) on a column-major float64 copy, as
+    ``np.linalg.eigh``."""
     a = op.operands[0]
     w, v = op.results
     dt, n, nb = a.dtype, a.shape[-1], a.ndim - 2
-    _check_bound(op, "syevd", dt)
+    _check_bound(op, "syevd", F64)
     if not a.type.size:
         return
     uplo = "L" if op.attrs["lower"] else "U"
-    lwork, liwork = _query("syevd", dt, ["V", uplo, n, None, n, None, None, -1, None, -1,
-                                         None], (6, 8))
+    lwork, liwork = _query("syevd", F64, ["V", uplo, n, None, n, None, None, -1, None, -1,
+                                          None], (6, 8))
     lwork, liwork = max(lwork, 1 + 6 * n + 2 * n * n), max(liwork, 3 + 5 * n)
-    sa = _scratch(g, a.shape, dt, column_major=True)
-    work = _scratch(g, (lwork,), dt)
-    iwork = _scratch(g, (liwork,), np.dtype(np.int64))
-    g.copy(a.shape, g.loc(a), dt, sa)
+    sa = _scratch(g, a.shape, F64, column_major=True)
+    work = _scratch(g, (lwork,), F64)
+    iwork = _scratch(g, (liwork,), I8T)
+    lw = _in_f64(g, w, F64)
+    _copy(g, a.shape, g.loc(a), dt, sa, F64)
     info = _info(g)
-    lw = g.loc(w)
 
     def one(idx: list[ir.Value]) -> None:
-        pw = g.elem_ptr(lw, dt, linear(g.b, idx, lw.strides[:nb]))
-        _call(g, "syevd", dt, ["V", uplo, n, _at(g, sa, dt, idx, nb), n, pw,
-                               g.elem_ptr(work, dt), lwork,
-                               g.elem_ptr(iwork, np.dtype(np.int64)), liwork, info])
+        _call(g, "syevd", F64, ["V", uplo, n, _at(g, sa, F64, idx, nb), n,
+                                _at1(g, lw, F64, idx, nb), g.elem_ptr(work, F64), lwork,
+                                g.elem_ptr(iwork, I8T), liwork, info])
         _check_info(g, op, "syevd", info)
     _batch(g, a, one)
-    g.copy(v.shape, sa, dt, g.loc(v))
+    _copy(g, w.shape, lw, F64, g.loc(w), dt)
+    _copy(g, v.shape, sa, F64, g.loc(v), dt)
 
 
-def _gesdd_work(dt: np.dtype, jobz: str, m: int, n: int, ldu: int, ldvt: int) -> int:
+def _gesdd_work(jobz: str, m: int, n: int, ldu: int, ldvt: int) -> int:
     mn, mx = min(m, n), max(m, n)
-    (q,) = _query("gesdd", dt, [jobz, m, n, None, max(1, m), None, None, ldu, None, ldvt,
-                                None, -1, None, None], (10,))
+    (q,) = _query("gesdd", F64, [jobz, m, n, None, max(1, m), None, None, ldu, None, ldvt,
+                                 None, -1, None, None], (10,))
     least = 3 * mn + max(mx, 7 * mn) if jobz == "N" else 4 * mn * mn + 6 * mn + mx
     return max(q, least, 1)
 
 
-def _gesdd(g: FnGen, op: Op, jobz: str, s: Value, outs: list[tuple[Value, Loc, int]]
-           ) -> None:
-    """``gesdd`` on a column-major copy of ``op``'s operand; singular values into ``s``,
-    the column-major factors into ``outs``' scratch (``(value, scratch, ld)``)."""
+def _gesdd(g: FnGen, op: Op, jobz: str, s: Value, outs: list[tuple[Loc, int]]) -> None:
+    """``dgesdd`` on a column-major float64 copy of ``op``'s operand; singular values
+    into ``s``, the column-major factors into ``outs``' scratch (``(scratch, ld)``)."""
     a = op.operands[0]
     dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
-    ldu = outs[0][2] if outs else 1
-    ldvt = outs[1][2] if outs else 1
-    lwork = _gesdd_work(dt, jobz, m, n, ldu, ldvt)
-    sa = _scratch(g, a.shape, dt, column_major=True)
-    work = _scratch(g, (lwork,), dt)
-    iwork = _scratch(g, (8 * min(m, n),), np.dtype(np.int64))
-    g.copy(a.shape, g.loc(a), dt, sa)
+    ldu = outs[0][1] if outs else 1
+    ldvt = outs[1][1] if outs else 1
+    lwork = _gesdd_work(jobz, m, n, ldu, ldvt)
+    sa = _scratch(g, a.shape, F64, column_major=True)
+    work = _scratch(g, (lwork,), F64)
+    iwork = _scratch(g, (8 * min(m, n),), I8T)
+    ls = _in_f64(g, s, F64)
+    _copy(g, a.shape, g.loc(a), dt, sa, F64)
     info = _info(g)
-    ls = g.loc(s)
     none = ir.Constant(PTR, None)
 
     def one(idx: list[ir.Value]) -> None:
-        ps = g.elem_ptr(ls, dt, linear(g.b, idx, ls.strides[:nb]))
-        pu = _at(g, outs[0][1], dt, idx, nb) if outs else none
-        pvt = _at(g, outs[1][1], dt, idx, nb) if outs else none
-        _call(g, "gesdd", dt, [jobz, m, n, _at(g, sa, dt, idx, nb), max(1, m), ps, pu, ldu,
-                               pvt, ldvt, g.elem_ptr(work, dt), lwork,
-                               g.elem_ptr(iwork, np.dtype(np.int64)), info])
+        pu = _at(g, outs[0][0], F64, idx, nb) if outs else none
+        pvt = _at(g, outs[1][0], F64, idx, nb) if outs else none
+        _call(g, "gesdd", F64, [jobz, m, n, _at(g, sa, F64, idx, nb), max(1, m),
+                                _at1(g, ls, F64, idx, nb), pu, ldu, pvt, ldvt,
+                                g.elem_ptr(work, F64), lwork, g.elem_ptr(iwork, I8T), info])
         _check_info(g, op, "gesdd", info)
     _batch(g, a, one)
+    _copy(g, s.shape, ls, F64, g.loc(s), dt)
 
 
 @_emitter("svd")
 def _svd(g: FnGen, op: Op) -> None:
-    """``gesdd`` (``jobz`` 'A' or 'S') as ``np.linalg.svd``; U and V^T come back
+    """``dgesdd`` (``jobz`` 'A' or 'S') as ``np.linalg.svd``; U and V^T come back
     column-major and are copied out transposed. No singular values (an empty matrix):
     identities for the full factors, as NumPy."""
     a = op.operands[0]
     u, s, vt = op.results
     dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
-    _check_bound(op, "gesdd", dt)
+    _check_bound(op, "gesdd", F64)
     if min(m, n) == 0:
         for f in (u, vt):
             if f.type.size:
                 _batch(g, f, lambda idx, f=f: _identity(g, g.loc(f), dt, idx, nb,
                                                         f.shape[-1]))
         return
-    su = _scratch(g, u.shape, dt, column_major=True)
-    svt = _scratch(g, vt.shape, dt, column_major=True)
+    su = _scratch(g, u.shape, F64, column_major=True)
+    svt = _scratch(g, vt.shape, F64, column_major=True)
     jobz = "A" if op.attrs["full_matrices"] else "S"
-    _gesdd(g, op, jobz, s, [(u, su, m), (vt, svt, vt.shape[-2])])
-    g.copy(u.shape, su, dt, g.loc(u))
-    g.copy(vt.shape, svt, dt, g.loc(vt))
+    _gesdd(g, op, jobz, s, [(su, m), (svt, vt.shape[-2])])
+    _copy(g, u.shape, su, F64, g.loc(u), dt)
+    _copy(g, vt.shape, svt, F64, g.loc(vt), dt)
 
 
 @_emitter("svdvals")
 def _svdvals(g: FnGen, op: Op) -> None:
-    """``gesdd`` with ``jobz = 'N'``, as ``np.linalg.svd(compute_uv=False)``."""
+    """``dgesdd`` with ``jobz = 'N'``, as ``np.linalg.svd(compute_uv=False)``."""
     a = op.operands[0]
-    _check_bound(op, "gesdd", a.dtype)
+    _check_bound(op, "gesdd", F64)
     if min(a.shape[-2:]) == 0 or not a.type.size:
         return
     _gesdd(g, op, "N", op.result, [])
@@ -464,40 +487,41 @@ def _svdvals(g: FnGen, op: Op) -> None:
 
 @_emitter("qr")
 def _qr(g: FnGen, op: Op) -> None:
-    """``geqrf`` then ``orgqr`` on a column-major copy, as ``np.linalg.qr``: R is the
-    upper triangle of the first k rows after ``geqrf``, Q the first k columns after
-    ``orgqr``."""
+    """``dgeqrf`` then ``dorgqr`` on a column-major float64 copy, as ``np.linalg.qr``: R
+    is the upper triangle of the first k rows after ``geqrf``, Q the first k columns
+    after ``orgqr``."""
     a = op.operands[0]
     q, r = op.results
     dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
     k = min(m, n)
-    _check_bound(op, "geqrf", dt)
+    _check_bound(op, "geqrf", F64)
     if k == 0 or not a.type.size:
         return
-    (lw1,) = _query("geqrf", dt, [m, n, None, m, None, None, -1, None], (5,))
-    (lw2,) = _query("orgqr", dt, [m, k, k, None, m, None, None, -1, None], (6,))
+    (lw1,) = _query("geqrf", F64, [m, n, None, m, None, None, -1, None], (5,))
+    (lw2,) = _query("orgqr", F64, [m, k, k, None, m, None, None, -1, None], (6,))
     lwork = max(lw1, lw2, n, 1)
-    sa = _scratch(g, a.shape, dt, column_major=True)
-    tau = _scratch(g, a.shape[:-2] + (k,), dt)
-    work = _scratch(g, (lwork,), dt)
-    g.copy(a.shape, g.loc(a), dt, sa)
+    sa = _scratch(g, a.shape, F64, column_major=True)
+    tau = _scratch(g, a.shape[:-2] + (k,), F64)
+    work = _scratch(g, (lwork,), F64)
+    _copy(g, a.shape, g.loc(a), dt, sa, F64)
     info = _info(g)
     lr = g.loc(r)
 
     def factor(idx: list[ir.Value]) -> None:
-        _call(g, "geqrf", dt, [m, n, _at(g, sa, dt, idx, nb), m, _at1(g, tau, dt, idx, nb),
-                               g.elem_ptr(work, dt), lwork, info])
+        _call(g, "geqrf", F64, [m, n, _at(g, sa, F64, idx, nb), m, _at1(g, tau, F64, idx, nb),
+                                g.elem_ptr(work, F64), lwork, info])
         _check_info(g, op, "geqrf", info, positive=False)
     _batch(g, a, factor)
-    g.copy(r.shape, sa, dt, lr)
+    _copy(g, r.shape, sa, F64, lr, dt)
     _batch(g, r, lambda idx: _zero_triangle(g, lr, dt, idx, nb, k, n, upper=False))
 
     def form_q(idx: list[ir.Value]) -> None:
-        _call(g, "orgqr", dt, [m, k, k, _at(g, sa, dt, idx, nb), m,
-                               _at1(g, tau, dt, idx, nb), g.elem_ptr(work, dt), lwork, info])
+        _call(g, "orgqr", F64, [m, k, k, _at(g, sa, F64, idx, nb), m,
+                                _at1(g, tau, F64, idx, nb), g.elem_ptr(work, F64), lwork,
+                                info])
         _check_info(g, op, "orgqr", info, positive=False)
     _batch(g, a, form_q)
-    g.copy(q.shape, sa, dt, g.loc(q))
+    _copy(g, q.shape, sa, F64, g.loc(q), dt)
 
 
 def _at1(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int) -> ir.Value:

@@ -1,0 +1,316 @@
+"""The LAPACK-level ops (``yota.ir.ops.lapack``) on the llvm backend, against the reference
+interpreter: every op in float32 and float64, batched and not, on inputs the layout keeps
+as non-contiguous views (transposed, strided, a broadcast batch), n = 1 and empty
+batches; LAPACK's failures raised from compiled code as the interpreter raises them (the
+class, the message, the user's line); NaN inputs as NumPy; compiled objects saved and
+loaded in a new process (the routines are bound by name, no address is in the code).
+
+Tolerances, by op:
+- ``cholesky``, ``solve``, ``eigh``, ``svd``, ``svdvals``, ``qr`` call the routine NumPy
+  calls (``potrf``, ``gesv``, ``syevd``, ``gesdd``, ``geqrf``+``orgqr``) on the same
+  column-major data (``cholesky`` on the other triangle of the transposed matrix, which
+  is the same matrix): a few units in the last place of the result's scale (``ULPS``),
+  in practice bit for bit.
+- ``triangular_solve`` (``trsm`` against the interpreter's substitution) and ``lu``
+  (``getrf`` against the interpreter's elimination): different orders of the same
+  operations, so the backward-error bound ``c * n * eps * cond``; the test matrices are
+  diagonally dominant (condition numbers below ~10), ``c = 50``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from yota.backends import llvm as native
+from yota.ir import Builder, Function, TensorType, run
+from yota.ir.errors import LinAlgError, YotaError
+from yota.ir.verifier import verify
+
+F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
+ULPS = 8
+LAYOUTS = ("plain", "transposed", "strided", "broadcast")
+
+
+def _input(b: Builder, x: np.ndarray, layout: str) -> tuple[Any, np.ndarray]:
+    """An IR input holding ``x`` as ``layout``: the value passed in, and the value the op
+    reads (a transpose, a strided slice or a batch broadcast of it)."""
+    if layout == "transposed":
+        arg = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+        v = b.input(TensorType(x.dtype, arg.shape))
+        perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+        return b.transpose(v, perm=perm), arg
+    if layout == "strided":
+        arg = np.zeros(x.shape[:-2] + (2 * x.shape[-2], x.shape[-1]), x.dtype)
+        arg[..., ::2, :] = x
+        v = b.input(TensorType(x.dtype, arg.shape))
+        stop = arg.shape
+        step = (1,) * (x.ndim - 2) + (2, 1)
+        return b.slice(v, start=(0,) * x.ndim, stop=stop, step=step), arg
+    if layout == "broadcast" and x.ndim > 2:
+        one = np.ascontiguousarray(x[(0,) * (x.ndim - 2)])
+        v = b.input(TensorType(x.dtype, one.shape))
+        return b.broadcast(v, shape=x.shape), one
+    v = b.input(TensorType(x.dtype, x.shape))
+    return v, x
+
+
+def program(make: Callable[..., Any], xs: list[np.ndarray], layout: str = "plain",
+            loc: str | None = None) -> tuple[Function, list[np.ndarray]]:
+    b = Builder("t")
+    vals, args = zip(*(_input(b, x, layout) for x in xs), strict=True)
+    with b.at(loc):
+        res = make(b, *vals)
+    return verify(b.build(list(res) if isinstance(res, tuple | list) else [res])), list(args)
+
+
+def both(fn: Function, args: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    want = [np.asarray(w) for w in run(fn, *args)]
+    got = [np.asarray(g) for g in native.compile(fn)(*args)]
+    for w, g in zip(want, got, strict=True):
+        assert w.shape == g.shape and w.dtype == g.dtype
+    return want, got
+
+
+def close(got: np.ndarray, want: np.ndarray, ulps: float) -> None:
+    if not want.size:
+        return
+    eps = float(np.finfo(want.dtype).eps) if want.dtype.kind == "f" else 0.0
+    scale = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got, want, rtol=0, atol=ulps * eps * scale)
+
+
+def spd(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    x = rng.standard_normal(shape)
+    return (x @ np.swapaxes(x, -1, -2) / shape[-1] + np.eye(shape[-1])).astype(dtype)
+
+
+def dominant(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype
+             ) -> np.ndarray:
+    """Diagonally dominant (well-conditioned) matrices, any triangle of them too."""
+    x = rng.uniform(-1, 1, shape) / shape[-1]
+    return (x + 2 * np.eye(shape[-1])).astype(dtype)
+
+
+BATCHES = [(), (3,), (2, 2)]
+SAME_ROUTINE = {  # op -> (make, inputs from (rng, batch, n, dtype))
+    "cholesky": (lambda b, a: b.cholesky(a), lambda r, bt, n, dt: [spd(r, bt + (n, n), dt)]),
+    "solve": (lambda b, a, c: b.solve(a, c),
+              lambda r, bt, n, dt: [dominant(r, bt + (n, n), dt),
+                                    r.standard_normal(bt + (n, 2)).astype(dt)]),
+    "eigh_lower": (lambda b, a: b.eigh(a, lower=True),
+                   lambda r, bt, n, dt: [spd(r, bt + (n, n), dt)]),
+    "eigh_upper": (lambda b, a: b.eigh(a, lower=False),
+                   lambda r, bt, n, dt: [spd(r, bt + (n, n), dt) + np.tril(
+                       np.ones((n, n), dt), -1)]),  # the ignored triangle differs
+    "svd_reduced": (lambda b, a: b.svd(a, full_matrices=False),
+                    lambda r, bt, n, dt: [r.standard_normal(bt + (n + 2, n)).astype(dt)]),
+    "svd_full_wide": (lambda b, a: b.svd(a, full_matrices=True),
+                      lambda r, bt, n, dt: [r.standard_normal(bt + (n, n + 2)).astype(dt)]),
+    "svdvals": (lambda b, a: b.svdvals(a),
+                lambda r, bt, n, dt: [r.standard_normal(bt + (n, n + 1)).astype(dt)]),
+    "qr_tall": (lambda b, a: b.qr(a),
+                lambda r, bt, n, dt: [r.standard_normal(bt + (n + 2, n)).astype(dt)]),
+    "qr_wide": (lambda b, a: b.qr(a),
+                lambda r, bt, n, dt: [r.standard_normal(bt + (n, n + 3)).astype(dt)]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_ROUTINE))
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_same_routine_as_numpy(case: str, dtype: np.dtype) -> None:
+    make, inputs = SAME_ROUTINE[case]
+    rng = np.random.default_rng(len(case))
+    for batch, n, layout in [((), 5, "plain"), ((3,), 4, "transposed"), ((2, 2), 3, "strided"),
+                             ((3,), 6, "broadcast"), ((2,), 1, "plain"), ((), 40, "plain")]:
+        fn, args = program(make, inputs(rng, batch, n, dtype), layout)
+        want, got = both(fn, args)
+        for w, g in zip(want, got, strict=True):
+            close(g, w, ULPS)
+
+
+@pytest.mark.parametrize("case", sorted(SAME_ROUTINE) + ["lu", "triangular_solve"])
+def test_empty_batch(case: str) -> None:
+    make, inputs = SAME_ROUTINE.get(case, (None, None))
+    rng = np.random.default_rng(0)
+    if case == "lu":
+        make, xs = (lambda b, a: b.lu(a)), [np.zeros((0, 3, 3))]
+    elif case == "triangular_solve":
+        make = lambda b, a, c: b.triangular_solve(a, c, lower=True, transpose=False,  # noqa
+                                                  unit_diagonal=False)
+        xs = [np.zeros((0, 3, 3)), np.zeros((0, 3, 2))]
+    else:
+        xs = inputs(rng, (0,), 3, F64)
+    fn, args = program(make, xs)
+    want, got = both(fn, args)
+    assert all(w.size == 0 for w in want)
+
+
+@pytest.mark.parametrize("full", [True, False])
+@pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
+def test_svd_of_an_empty_matrix(full: bool, shape: tuple[int, int]) -> None:
+    """No singular values: NumPy's full factors are identities."""
+    fn, args = program(lambda b, a: b.svd(a, full_matrices=full), [np.zeros((2,) + shape)])
+    want, got = both(fn, args)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("flags", range(8))
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_triangular_solve(flags: int, dtype: np.dtype) -> None:
+    lower, trans, unit = bool(flags & 1), bool(flags & 2), bool(flags & 4)
+    rng = np.random.default_rng(flags)
+
+    def make(b: Builder, a: Any, c: Any) -> Any:
+        return b.triangular_solve(a, c, lower=lower, transpose=trans, unit_diagonal=unit)
+    for batch, n, k, layout in [((), 4, 3, "plain"), ((3,), 5, 1, "transposed"),
+                                ((2, 2), 3, 2, "strided"), ((3,), 4, 2, "broadcast"),
+                                ((), 1, 1, "plain"), ((2,), 33, 5, "plain")]:
+        xs = [dominant(rng, batch + (n, n), dtype),
+              rng.standard_normal(batch + (n, k)).astype(dtype)]
+        fn, args = program(make, xs, layout)
+        (want,), (got,) = both(fn, args)
+        close(got, want, 50 * n)
+
+
+def test_triangular_solve_reads_a_transposed_factor_in_place() -> None:
+    """``L^T`` (a view, stored column-major) is handed to ``trsm`` as it is."""
+    rng = np.random.default_rng(1)
+    a, c = dominant(rng, (2, 6, 6), F64), rng.standard_normal((2, 6, 3))
+    for lower in (True, False):
+        def make(b: Builder, x: Any, y: Any, lower: bool = lower) -> Any:
+            xt = b.transpose(b.cholesky(b.matmul(x, b.transpose(x, perm=(0, 2, 1)))),
+                             perm=(0, 2, 1))
+            return b.triangular_solve(xt, y, lower=lower, transpose=not lower,
+                                      unit_diagonal=False)
+        fn, args = program(make, [a, c])
+        (want,), (got,) = both(fn, args)
+        close(got, want, 50 * 6)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_lu(dtype: np.dtype) -> None:
+    rng = np.random.default_rng(3)
+    for batch, n, layout in [((), 5, "plain"), ((3,), 4, "transposed"), ((2, 2), 3, "strided"),
+                             ((3,), 6, "broadcast"), ((2,), 1, "plain"), ((), 30, "plain")]:
+        x = rng.standard_normal(batch + (n, n)).astype(dtype)
+        if layout == "broadcast":
+            x = np.broadcast_to(x[0], x.shape)
+        fn, args = program(lambda b, a: b.lu(a), [x], layout)
+        (lu_w, p_w), (lu_g, p_g) = both(fn, args)
+        np.testing.assert_array_equal(p_g, p_w)
+        close(lu_g, lu_w, 50 * n * 10)  # growth of partial pivoting on random matrices
+        low = np.tril(lu_g, -1) + np.eye(n, dtype=dtype)
+        close(low @ np.triu(lu_g), np.take_along_axis(x, p_g[..., None], -2), 50 * n * 10)
+
+
+def test_lu_of_a_singular_matrix_is_no_failure() -> None:
+    x = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+    fn, args = program(lambda b, a: b.lu(a), [x])
+    (lu_w, p_w), (lu_g, p_g) = both(fn, args)
+    np.testing.assert_array_equal(p_g, p_w)
+    close(lu_g, lu_w, 64)
+    assert np.min(np.abs(np.diag(lu_g))) < 1e-15  # U has its zero pivot
+
+
+# -- failures -------------------------------------------------------------------------------
+FAILS = {
+    "cholesky": (lambda b, a: b.cholesky(a), [np.stack([np.eye(3), -np.eye(3)])],
+                 "Matrix is not positive definite"),
+    "solve": (lambda b, a, c: b.solve(a, c),
+              [np.stack([np.eye(3), np.ones((3, 3))]), np.ones((2, 3, 1))], "Singular matrix"),
+    "eigh": (lambda b, a: b.eigh(a, lower=True), [np.full((2, 3, 3), np.nan)],
+             "Eigenvalues did not converge"),
+    "svd": (lambda b, a: b.svd(a, full_matrices=False), [np.full((2, 3, 2), np.nan)],
+            "SVD did not converge"),
+    "svdvals": (lambda b, a: b.svdvals(a), [np.full((3, 2), np.nan)], "SVD did not converge"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(FAILS))
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_failures_raise_the_interpreters_linalg_error(op: str, dtype: np.dtype) -> None:
+    make, xs, text = FAILS[op]
+    fn, args = program(make, [x.astype(dtype) for x in xs], loc="model.py:12")
+    with pytest.raises(LinAlgError) as want:
+        run(fn, *args)
+    exe = native.compile(fn)
+    with pytest.raises(LinAlgError) as got:
+        exe(*args)
+    assert str(got.value) == str(want.value)
+    assert text in str(got.value) and "model.py:12" in str(got.value)
+    assert isinstance(got.value, np.linalg.LinAlgError) and isinstance(got.value, YotaError)
+    good = [np.broadcast_to(np.eye(x.shape[-2], x.shape[-1], dtype=dtype), x.shape).copy()
+            if x.shape[-1] == x.shape[-2] or op.startswith("svd") else np.ones_like(x)
+            for x in args]
+    exe(*good)  # the executable is not left broken by a failure
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=["f32", "f64"])
+def test_nan_inputs_propagate_as_in_numpy(dtype: np.dtype) -> None:
+    """NumPy's OpenBLAS does not take a NaN pivot for a failure: NaNs come out."""
+    x = np.eye(3, dtype=dtype)
+    x[1, 1] = np.nan
+    for make, xs in [(lambda b, a: b.cholesky(a), [x]),
+                     (lambda b, a, c: b.solve(a, c), [x, np.ones((3, 2), dtype)]),
+                     (lambda b, a: b.cholesky(a), [np.full((2, 2), np.nan, dtype)]),
+                     (lambda b, a: b.qr(a), [np.full((3, 2), np.nan, dtype)])]:
+        fn, args = program(make, xs)
+        want, got = both(fn, args)
+        for w, g in zip(want, got, strict=True):
+            if w.dtype.kind == "f":
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+                close(np.nan_to_num(g), np.nan_to_num(w), ULPS)
+    # lu: NumPy has none; getrf spreads the NaN through U (the interpreter's elimination
+    # spreads it further: 0 / NaN multipliers, where getrf's scaling keeps the zeros)
+    fn, args = program(lambda b, a: b.lu(a), [x])
+    lu, perm = native.compile(fn)(*args)
+    assert np.isnan(lu[1, 1]) and sorted(perm) == [0, 1, 2]
+
+
+# -- the code reaches LAPACK by name ----------------------------------------------------------
+def _gp(b: Builder, k: Any, y: Any) -> Any:
+    """A Gaussian-process style program: Cholesky, two triangular solves, log-det."""
+    low = b.cholesky(k)
+    z = b.triangular_solve(low, y, lower=True, transpose=False, unit_diagonal=False)
+    alpha = b.triangular_solve(low, z, lower=True, transpose=True, unit_diagonal=False)
+    return alpha, b.svdvals(low)
+
+
+def test_no_address_in_the_code_and_a_new_process_runs_the_saved_object(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    fn, args = program(_gp, [spd(rng, (8, 8), F64), rng.standard_normal((8, 2))])
+    exe = native.compile(fn)
+    text = exe.llvm_ir
+    assert 'declare void @"yota_dpotrf"(ptr' in text and '@"yota_dtrsm"' in text
+    assert "inttoptr (i64" not in text  # no baked-in address
+    want = [np.asarray(w) for w in exe(*args)]
+    (tmp_path / "exe.bin").write_bytes(native.save(exe))
+    np.savez(tmp_path / "in.npz", *args)
+    code = ("import sys, numpy as np\nfrom yota.backends import llvm as native\n"
+            "d = sys.argv[1]\nexe = native.load(open(d + '/exe.bin', 'rb').read())\n"
+            "a = np.load(d + '/in.npz')\nouts = exe(*[a[f'arr_{i}'] for i in range(2)])\n"
+            "np.savez(d + '/out.npz', *outs)\n"
+            "print(native.stats['compiles'], native.stats['loads'])\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "1"]
+    out = np.load(tmp_path / "out.npz")
+    for j, w in enumerate(want):
+        np.testing.assert_array_equal(out[f"arr_{j}"], w)
+
+
+def test_failure_records_survive_save_and_load() -> None:
+    make, xs, _ = FAILS["cholesky"]
+    fn, args = program(make, xs, loc="model.py:7")
+    exe = native.load(native.save(native.compile(fn)))
+    with pytest.raises(LinAlgError, match=r"not positive definite .*model\.py:7"):
+        exe(*args)
+    assert json.loads(json.dumps(exe.artifact.meta["failures"]))[0]["kind"] == "linalg"
