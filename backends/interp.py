@@ -1,7 +1,8 @@
 """The reference-interpreter backend: runs IR with NumPy, op by op.
 
 ``compile(fn, profile=True)`` gives the profiled variant: the same interpreter with the
-clock read around each op (``yota.profile``)."""
+clock read around each op (``yota.profile``); ``run_all`` returns every value of a run
+(``yota.graph(..., values=True)``)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,14 @@ class ProfiledInterpExecutable(InterpExecutable):
         finally:
             times = StepTimes(t0, time.monotonic_ns(), starts, ends)
         return outs, times
+
+
+def run_all(fn: Function, *args: Any) -> dict[Value, np.ndarray]:
+    """Run ``fn`` on ``args``; every value it has (inputs, every op's results)."""
+    env: dict[Value, np.ndarray] = dict(zip(fn.inputs, check_inputs(fn, args), strict=True))
+    for i in range(len(fn.ops)):
+        _run_op(fn, i, env)
+    return env
 
 
 def _run_op(fn: Function, i: int, env: dict[Value, np.ndarray]) -> None:

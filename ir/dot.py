@@ -2,7 +2,9 @@
 
 Inputs, ops and the return are nodes; values are edges labelled ``%n type`` (and ``buf
 k`` under a memory plan); ops are coloured by phase: forward blue, backward (provenance
-"adjoint of ...") orange, kernels fusing both purple.
+"adjoint of ...") orange, kernels fusing both purple. ``notes`` adds lines under a
+node for the values it makes (``yota.graph(..., values=True)``: value and gradient
+summaries, ``summary`` formats one array).
 
 >>> from yota.ir import Builder, TensorType
 >>> b = Builder("f")
@@ -16,7 +18,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from .core import Function, Op, Value
 from .errors import YotaError
@@ -58,10 +62,15 @@ def _op_label(op: Op, fn: Function, names: dict[Value, str]) -> str:
     return "\n".join(lines)
 
 
-def to_dot(fn: Function, title: str | None = None) -> str:
+Notes = Mapping[Value, Sequence[str]]
+
+
+def to_dot(fn: Function, title: str | None = None, notes: Notes | None = None) -> str:
     """``fn`` as a Graphviz digraph: inputs, ops and the return as nodes, values as edges
-    labelled ``%n type`` (and ``buf k`` under a memory plan); ops coloured by phase."""
+    labelled ``%n type`` (and ``buf k`` under a memory plan); ops coloured by phase;
+    ``notes[v]``: lines added to the node that makes value ``v``."""
     names, bufs = value_names(fn), buffers(fn)
+    notes = notes or {}
     where: dict[Value, str] = {}
     lines = [f"digraph {_dot_str(fn.name)} {{",
              "  graph [rankdir=TB, fontname=\"Helvetica\", fontsize=11, labelloc=t, "
@@ -71,12 +80,14 @@ def to_dot(fn: Function, title: str | None = None) -> str:
     for i, (v, lab) in enumerate(zip(fn.inputs, fn.input_labels, strict=True)):
         where[v] = f"in{i}"
         label = f"{names[v]}: {v.type}" + (f"\n{lab}" if lab else "")
+        label += "".join(f"\n{line}" for line in notes.get(v, ()))
         lines.append(f"  in{i} [label={_dot_str(label)}, fillcolor=\"{_IO_COLOR}\", "
                      "shape=invhouse];")
     for k, op in enumerate(fn.ops):
         node = f"op{k}"
         style = _op_style(op)
-        lines.append(f"  {node} [label={_dot_str(_op_label(op, fn, names))}, "
+        label = _op_label(op, fn, names) + _notes(op, names, notes)
+        lines.append(f"  {node} [label={_dot_str(label)}, "
                      f"fillcolor=\"{COLORS[phase(op)]}\"{style}];")
         lines += _edges(op.operands, node, where, names, bufs)
         for r in op.results:
@@ -89,6 +100,38 @@ def to_dot(fn: Function, title: str | None = None) -> str:
                  "both   green: inputs and outputs\"];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _notes(op: Op, names: dict[Value, str], notes: Notes) -> str:
+    out = ""
+    for r in op.results:
+        lines = notes.get(r, ())
+        prefix = f"{names[r]} " if len(op.results) > 1 and lines else ""
+        out += "".join(f"\n{prefix}{line}" for line in lines)
+    return out
+
+
+def summary(a: np.ndarray, what: str = "=") -> str:
+    """One line about an array: ``= 3.142`` for one element (or all equal: ``= 1 (all
+    12)``), else ``what`` followed by min, mean and max (NaNs counted apart); ``(empty)``
+    for none."""
+    a = np.asarray(a)
+    if a.size == 0:
+        return f"{what} (empty)"
+    if a.dtype.kind == "b":
+        a = a.astype(np.int64)
+    if a.size == 1:
+        return f"{what} {_num(a.reshape(-1)[0])}"
+    nan = int(np.isnan(a).sum()) if a.dtype.kind == "f" else 0
+    ok = a[~np.isnan(a)] if nan else a
+    lo, hi = (ok.min(), ok.max()) if ok.size else (None, None)
+    text = (f"{what}" if lo is None else f"{what} {_num(lo)} (all {ok.size})" if lo == hi
+            else f"{what} min {_num(lo)}  mean {_num(ok.mean())}  max {_num(hi)}")
+    return text + (f"  ({nan} NaN)" if nan else "")
+
+
+def _num(x: object) -> str:
+    return f"{float(x):.4g}" if isinstance(x, (float, np.floating)) else str(x)
 
 
 def _op_style(op: Op) -> str:

@@ -22,6 +22,7 @@ from .compile import CompiledFunction, compile, play
 from .device import to_device
 from .explain import explain  # why a compiled gradient hits or misses the on-disk cache
 from .grad import GradientResult, grad, stats
+from .graphview import Graph, graph  # IR graphs, with values and gradients
 from .lowering import to_ir
 from .pipeline import trace  # traces through when called inside a trace
 from .primitives import primitive
@@ -41,4 +42,5 @@ __all__ = [
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
     "update_", "to_device", "cache", "aot", "explain", "profile", "Profile",
+    "graph", "Graph",
 ]

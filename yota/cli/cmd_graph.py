@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from yota.graphview import value_notes
 from yota.ir import dot as _dot
 
 from .app import ToolError, main
@@ -22,11 +23,18 @@ from .targets import load_target, target_options, trace_target
 @click.option("--format", "fmt", type=click.Choice(["dot", "svg", "png", "pdf"]), default=None,
               help="Output format (default: from the extension of -o, else dot).")
 @click.option("--fast-math", is_flag=True, help="As for `ir`.")
+@click.option("--values", is_flag=True,
+              help="Label each node with the value it computes at the example arguments "
+                   "(min/mean/max) and its gradient.")
 def graph(target: str, args_expr: str | None, example: str | None, seed: int, stage: str,
-          output: str, fmt: str | None, fast_math: bool) -> None:
+          output: str, fmt: str | None, fast_math: bool, values: bool) -> None:
     """Draw TARGET's IR at a stage as a graph: ops are nodes, values are edges labelled with
     their names and types (and buffers, once memory is planned). Forward ops are blue,
     backward ops (provenance "adjoint of ...") orange, fused kernels that mix both purple.
+
+    With --values, each node also shows the value it computed at the example arguments
+    (`= min .. mean .. max ..`; shape and dtype are on the edges) and, when TARGET returns
+    a scalar float, the gradient of that scalar with respect to the value (`grad ...`).
 
     DOT output needs nothing else; SVG, PNG and PDF run Graphviz's `dot`
     (`apt-get install graphviz`).
@@ -36,11 +44,14 @@ def graph(target: str, args_expr: str | None, example: str | None, seed: int, st
       yota-ir graph model.py:loss --example example -o loss.svg
       yota-ir graph mlp.py:loss --example example --stage fused -o mlp.png
       yota-ir graph model.py:loss --example example --stage traced > loss.dot
+      yota-ir graph model.py:loss --example example --values -o loss.svg
     """
     fmt = _dot.format_of(output, fmt)
     t = load_target(target, args_expr, example, seed)
-    fn = build_stages(trace_target(t), stage, fast_math=fast_math)[-1][1]
-    write(_dot.to_dot(fn, f"{t.name}: {stage} (@{fn.name})"), output, fmt)
+    tape = trace_target(t)
+    fn = build_stages(tape, stage, fast_math=fast_math)[-1][1]
+    notes = value_notes(tape, fn, t.args) if values else None
+    write(_dot.to_dot(fn, f"{t.name}: {stage} (@{fn.name})", notes), output, fmt)
     if output != "-":
         click.echo(f"wrote {output}", err=True)
 
