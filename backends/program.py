@@ -5,7 +5,9 @@ separate launches (the cuda backend), a list of *steps* a runtime replays in ord
   guards are kernels too);
 - ``Memset``: zero bytes (outputs of ``scatter_add`` and of an empty matrix product);
 - ``Gemm``: a matrix product through the target's BLAS on strided views;
-- ``Call``: another function's steps, on its operands' memory.
+- ``Call``: another function's steps, on its operands' memory;
+- ``Linalg``: a LAPACK-level op (``yota.ir.ops.lapack``) through the device's solver
+  library (cuSOLVER through ``cupy.linalg``) on strided views.
 
 ``StepTimes`` is what a profiled variant of any backend reports for one call: the clock
 at the call's start and end and around each of its steps (``yota.profile``).
@@ -65,7 +67,16 @@ class Call:
     ws: Ref
 
 
-Step = Launch | Memset | Gemm | Call
+@dataclass(frozen=True)
+class Linalg:
+    op: str  # cholesky, solve, eigh, svd...
+    attrs: tuple[tuple[str, bool], ...]
+    ins: tuple[View, ...]
+    outs: tuple[View, ...]
+    failure: int  # the failure code raised when the op fails on its values (0: none)
+
+
+Step = Launch | Memset | Gemm | Call | Linalg
 
 
 @dataclass
