@@ -14,7 +14,7 @@ import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -158,37 +158,63 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
         return distributed.step(comm, lambda: grad(
             f, *args, dynamic=dynamic, backend=backend, optimize=optimize, cache=cache,
             has_aux=has_aux), args)
+    value, grads, _ = run_grad(f, args, Options(dynamic, backend, optimize, cache, has_aux))
+    return value, grads
+
+
+@dataclass(frozen=True)
+class Options:
+    """How ``yota.grad`` builds and runs a gradient program (its keyword arguments), and
+    for front ends built on it (``yota.autograd``): ``wrt``, the arguments to
+    differentiate (None: all), and ``owner``, the object its programs are cached under
+    (None: the function)."""
+
+    dynamic: bool = False
+    backend: str | None = None
+    optimize: bool = True
+    cache: bool = True
+    has_aux: bool = False
+    wrt: tuple[int, ...] | None = None
+    owner: Any = None
+
+
+def run_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
+             ) -> tuple[Any, GradientResult, Program | None]:
+    """``yota.grad``'s work: value, gradients, and the program that ran (None when
+    called inside a trace: the program is inlined into the enclosing one)."""
     if tracing.current_context() is not None:
-        return nested_grad(f, args, has_aux)
+        return (*nested_grad(f, args, opts.has_aux, wrt=opts.wrt), None)
     if "cupy" in sys.modules:  # only then can an argument be a CuPy array
-        args, backend = _device.prepare(f, args, backend)  # CuPy arrays: the cuda backend
-    if dynamic:
-        program, outs = _dynamic_program(f, args, backend, optimize, cache, has_aux)
+        args, backend = _device.prepare(f, args, opts.backend)  # CuPy arrays: cuda
+        opts = replace(opts, backend=backend)
+    if opts.dynamic:
+        program, outs = _dynamic_program(f, args, opts)
     else:
-        program, outs = _static_run(f, args, backend, optimize, cache, has_aux)
-    return _unpack(program.fn, program.tape, outs, args, program)
+        program, outs = _static_run(f, args, opts)
+    return (*_unpack(program.fn, program.tape, outs, args, program), program)
 
 
 def nested_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
-                what: str = "grad") -> tuple[Any, GradientResult]:
+                what: str = "grad", wrt: tuple[int, ...] | None = None
+                ) -> tuple[Any, GradientResult]:
     """``yota.grad`` inside a trace: the gradient program of ``f`` at the values of
     ``args`` (unoptimized: the enclosing program is optimized as a whole), inlined into
     the enclosing trace; the value and gradients are its traced values."""
-    _, tape = pipeline.trace_grad(f, tracing.detach(tuple(args)), has_aux)
+    _, tape = pipeline.trace_grad(f, tracing.detach(tuple(args)), has_aux, wrt)
     gfn = pipeline.grad_ir(tape, optimized=False)
     outs = tracing.inline(gfn, tape, args, what)
     return _unpack(gfn, tape, outs, args)
 
 
-def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                optimize: bool, cache: bool = True, has_aux: bool = False
+def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
                 ) -> tuple[Program, list[np.ndarray]]:
     try:
         leaves, sig = flatten_args(args)
     except TraceError as e:
         raise argument_error(f, args, e) from None
-    key = (sig, backend, optimize, has_aux)
-    per_fn = _static_cache.setdefault(_cache_owner(f), {})
+    key = (sig, opts.backend, opts.optimize, opts.has_aux, opts.wrt)
+    owner = _cache_owner(f if opts.owner is None else opts.owner)
+    per_fn = _static_cache.setdefault(owner, {})
     variants = per_fn.setdefault(key, _Variants())
     failed: tuple[Program, GuardFailed] | None = None
     rngs = randomness.states_of([p.tape for p in variants.programs]) if variants.draws \
@@ -211,8 +237,11 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
         return program, outs
     if failed is not None:
         _note_retrace(f, variants, *failed)
-    program = build_grad_program(f, args, backend, optimize, cache, has_aux)
-    program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
+    _, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
+    program = pipeline.build_grad(tape, opts.backend, optimized=opts.optimize,
+                                  cache=opts.cache)
+    program, outs = pipeline.first_run(program, args, opts.backend, kind="grad",
+                                       cache=opts.cache)
     variants.programs.insert(0, program)
     del variants.programs[pipeline.MAX_VARIANTS:]
     variants.draws = any(p.tape.draws for p in variants.programs)
@@ -259,12 +288,12 @@ class _Unweakrefable:
         return box[1]
 
 
-def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                     optimize: bool, cache: bool = True, has_aux: bool = False
+def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], opts: Options
                      ) -> tuple[Program, list[np.ndarray]]:
-    val, tape = pipeline.trace_grad(f, args, has_aux)
+    val, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
     fn = pipeline.lower(tape)
-    key = f"{backend}|{optimize}|{has_aux}|{print_function(fn)}"
+    backend, cache = opts.backend, opts.cache
+    key = f"{backend}|{opts.optimize}|{opts.has_aux}|{opts.wrt}|{print_function(fn)}"
     known = _dynamic_cache.get(key)
     if known is not None:
         program = Program.build(tape, known.fn, known.exe)
@@ -275,16 +304,16 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], backend: str | 
         else:
             stats.hits += 1
             return program, outs
-    program = pipeline.build_grad(tape, backend, optimized=optimize, cache=cache, fn=fn)
+    program = pipeline.build_grad(tape, backend, optimized=opts.optimize, cache=cache, fn=fn)
     program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
     _dynamic_cache[key] = program
     return program, outs
 
 
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
-                       optimize: bool, cache: bool = True, has_aux: bool = False) -> Program:
+                       optimize: bool, cache: bool = True) -> Program:
     """Trace ``f`` at ``args`` and compile its gradient program (``yota.pipeline``)."""
-    _, tape = pipeline.trace_grad(f, args, has_aux)
+    _, tape = pipeline.trace_grad(f, args)
     return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
 
 

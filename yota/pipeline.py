@@ -102,13 +102,15 @@ def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape
     return _tracing.trace(f, *_device.host_values(args))
 
 
-def trace_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False
-               ) -> tuple[Any, Tape]:
+def trace_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
+               wrt: Sequence[int] | None = None) -> tuple[Any, Tape]:
     """Trace ``f`` for differentiation: counted in ``stats.traces``; ``f`` must return a
-    scalar float (with ``has_aux``: a pair ``(scalar float, aux)``)."""
+    scalar float (with ``has_aux``: a pair ``(scalar float, aux)``); ``wrt``: the
+    arguments to differentiate (default: all)."""
     stats.traces += 1
     log.info("yota: tracing %s", getattr(f, "__name__", f))
     val, tape = trace_forward(f, args)
+    tape.wrt = None if wrt is None else tuple(wrt)
     if has_aux:
         check_pair(tape, val, f)
         tape.has_aux = True
@@ -164,8 +166,10 @@ def lower(tape: Tape) -> Function:
 
 
 def float_leaves(tape: Tape, fn: Function) -> list[int]:
-    """The inputs yota.grad differentiates: every float leaf of the arguments."""
-    return [i for i in range(len(tape.leaf_vars)) if fn.inputs[i].dtype.kind == "f"]
+    """The inputs yota.grad differentiates: every float leaf of the arguments (of those
+    in ``tape.wrt`` when it is set)."""
+    return [i for i, (argnum, _, _) in enumerate(tape.leaf_vars)
+            if fn.inputs[i].dtype.kind == "f" and (tape.wrt is None or argnum in tape.wrt)]
 
 
 def differentiate(tape: Tape, fn: Function) -> Function:

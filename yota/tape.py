@@ -110,7 +110,8 @@ class Tape:
         # IR lowered from this tape by (name, argnames): filled by yota.lowering.to_ir
         self.lowered: dict[tuple[Any, ...], Any] = {}
         self.foreign_tracers: dict[Var, Any] = {}  # captured values of enclosing traces
-        self.has_aux = False  # the result is (loss, aux): yota.grad(..., has_aux=True)
+        self.has_aux = False
+        self.wrt: tuple[int, ...] | None = None  # the arguments differentiated (None: all)  # the result is (loss, aux): yota.grad(..., has_aux=True)
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
         self.nvars += 1
