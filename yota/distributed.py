@@ -259,6 +259,8 @@ class _Reducer:
                 error = e
         self.check(layout, error, argnames, "yota.grad" if with_value else "allreduce_")
         assert plan is not None
+        if self.size == 1:  # the mean over one rank: its own result, nothing to copy
+            return value
         outs = self.run(plan, items, spec, protect)
         for (argnum, path, _), new in zip(items, outs, strict=True):
             if argnum < 0:
