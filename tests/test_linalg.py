@@ -1,0 +1,433 @@
+"""``np.linalg`` (``yota.numpy.linalg`` over the LAPACK-level ops): values against NumPy on
+the interpreter and on llvm, gradients against finite differences (first and second
+order), and NumPy's ``LinAlgError`` for bad input, at trace time and at run time.
+
+Tolerances. The interpreter runs NumPy's own routine for ``solve``, ``inv``, ``cholesky``,
+``eigh``, ``svdvals`` and ``qr``: the same bits as NumPy (``test_interp_is_numpys_own``).
+Otherwise a backward-stable factorization moves the result by ``c n eps`` relative to the
+operands, times the condition number of the matrix (``cond``, measured per case; the
+inputs are well conditioned: ``cond`` < 100); ``c = 50`` leaves room for the blocking and
+the pivot order of another LAPACK. Gauge-dependent outputs (eigenvectors, singular
+vectors) are compared through gauge-free quantities: ``V diag(w) Vᵀ``, ``U diag(s) Vᵀ``,
+projectors ``U Uᵀ``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from gradcheck import check_grad
+from yota.ir.autodiff.check import check_grads
+
+import yota
+
+BACKENDS = ["interp", "llvm"]
+F32, F64 = np.float32, np.float64
+
+
+# -- inputs ------------------------------------------------------------------------------------
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def general(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """Well-conditioned square (or rectangular) matrices: Q1 diag(1..3) Q2 (vectors:
+    entries of size 1 to 2)."""
+    r = rng(seed)
+    if len(shape) < 2:
+        return r.uniform(1.0, 2.0, shape) * r.choice([-1.0, 1.0], shape)
+    *batch, m, n = shape
+    k = min(m, n)
+    q1 = np.linalg.qr(r.standard_normal((*batch, m, m)))[0][..., :, :k]
+    q2 = np.linalg.qr(r.standard_normal((*batch, n, n)))[0][..., :k, :]
+    s = r.uniform(1.0, 3.0, (*batch, k))
+    return (q1 * s[..., None, :]) @ q2
+
+
+def spd(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """Symmetric positive definite, eigenvalues in [1, 4], well separated enough."""
+    r = rng(seed)
+    *batch, n, _ = shape
+    q = np.linalg.qr(r.standard_normal((*batch, n, n)))[0]
+    w = np.linspace(1.0, 4.0, n) + r.uniform(0, 0.1, (*batch, n))
+    return (q * w[..., None, :]) @ np.swapaxes(q, -1, -2)
+
+
+def noncontig(a: np.ndarray) -> np.ndarray:
+    """The same values, as a transposed view of a copy (not C-contiguous)."""
+    return np.swapaxes(np.ascontiguousarray(np.swapaxes(a, -1, -2)), -1, -2)
+
+
+def cond(*arrays: np.ndarray) -> float:
+    out = 1.0
+    for a in arrays:
+        a = np.asarray(a, np.float64)
+        if a.ndim >= 2 and a.size:
+            out = max(out, float(np.max(np.linalg.cond(a))))
+    return out
+
+
+# -- gauge-free views of results -----------------------------------------------------------------
+def _sym(v: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return (v * w[..., None, :]) @ np.swapaxes(v, -1, -2)
+
+
+def eigh_view(r: Any) -> list[np.ndarray]:
+    w, v = r
+    return [w, _sym(v, w), _sym(v, np.arange(1.0, w.shape[-1] + 1))]
+
+
+def svd_view(r: Any) -> list[np.ndarray]:
+    u, s, vt = r
+    k = s.shape[-1]
+    u, vt = u[..., :, :k], vt[..., :k, :]
+    return [s, (u * s[..., None, :]) @ vt, u @ np.swapaxes(u, -1, -2)]
+
+
+def plain(r: Any) -> list[np.ndarray]:
+    return [np.asarray(x) for x in r] if isinstance(r, tuple) else [np.asarray(r)]
+
+
+# -- the value table: name -> (function, inputs, view) ---------------------------------------------
+Case = tuple[Callable[..., Any], list[np.ndarray], Callable[[Any], list[np.ndarray]]]
+
+
+def value_cases(dt: Any) -> dict[str, list[Case]]:
+    """Every function over shapes: no batch, a batch, broadcast batches, size 1, a
+    non-contiguous input."""
+    sq = [(3, 3), (2, 4, 4), (1, 1), (2, 1, 2, 2)]
+    rect = [(5, 3), (3, 5), (2, 4, 2), (1, 1)]
+
+    def g(s: tuple[int, ...], seed: int = 0) -> np.ndarray:
+        return general(s, seed).astype(dt)
+
+    def p(s: tuple[int, ...], seed: int = 0) -> np.ndarray:
+        return spd(s, seed).astype(dt)
+
+    la = np.linalg
+    return {
+        "solve": [(la.solve, [g(s), g(s[:-1] + (2,), 1)], plain) for s in sq]
+        + [(la.solve, [g((2, 1, 3, 3)), g((4, 3, 2), 1)], plain),  # broadcast batches
+           (la.solve, [g((2, 3, 3)), g((3,), 1)], plain),  # a vector right-hand side
+           (la.solve, [noncontig(g((3, 3))), g((3, 3), 1)[:, ::2]], plain)],
+        "inv": [(la.inv, [g(s)], plain) for s in sq] + [(la.inv, [noncontig(g((4, 4)))],
+                                                          plain)],
+        "det": [(la.det, [g(s)], plain) for s in sq],
+        "slogdet": [(la.slogdet, [g(s) * np.asarray(-1, dt)], plain) for s in sq],
+        "cholesky": [(la.cholesky, [p(s)], plain) for s in sq]
+        + [(lambda a: la.cholesky(a, upper=True), [p((2, 3, 3))], plain)],
+        "eigh": [(la.eigh, [p(s)], eigh_view) for s in sq]
+        + [(lambda a: la.eigh(a, UPLO="U"), [noncontig(p((4, 4)))], eigh_view)],
+        "eigvalsh": [(la.eigvalsh, [p(s)], plain) for s in sq],
+        "svd": [(lambda a: la.svd(a, full_matrices=False), [g(s)], svd_view) for s in rect]
+        + [(la.svd, [g((4, 2))], svd_view), (la.svd, [g((2, 3))], svd_view)],
+        "svd_values": [(lambda a: la.svd(a, compute_uv=False), [g(s)], plain) for s in rect],
+        "svdvals": [(la.svdvals, [g(s)], plain) for s in rect],
+        "qr": [(la.qr, [g(s)], plain) for s in rect if s[-2] >= s[-1]]
+        + [(lambda a: la.qr(a, mode="r"), [g((3, 5))], plain)],
+        "pinv": [(la.pinv, [g(s)], plain) for s in rect]
+        + [(lambda a: la.pinv(a, rtol=1e-3), [g((4, 3))], plain)],
+        "lstsq": [(la.lstsq, [g((5, 3)), g((5, 2), 1)], plain),
+                  (la.lstsq, [g((5, 3)), g((5, 1), 1)[:, 0]], plain),
+                  (la.lstsq, [g((3, 5)), g((3, 2), 1)], plain)],
+        "norm": [(lambda x, o=o: la.norm(x, o), [g((4, 3))], plain)
+                 for o in (None, 1, 2, np.inf, -np.inf, "fro", "nuc", -1, -2)]
+        + [(lambda x, o=o: la.norm(x, o), [g((4, 3))[:, 0]], plain)
+           for o in (None, 0, 1, 2, 3, 0.5, -1, -2.5, np.inf, -np.inf)]
+        + [(lambda x: la.norm(x, axis=1, keepdims=True), [g((2, 3, 4))], plain),
+           (lambda x: la.norm(x, 2, axis=(2, 0)), [g((2, 3, 4))], plain),
+           (lambda x: la.norm(x, np.inf, axis=(0, 2), keepdims=True), [g((2, 3, 4))], plain),
+           (lambda x: la.norm(x), [g((2, 3, 4))], plain)],
+        "vector_norm": [(lambda x: la.vector_norm(x, ord=3, axis=(0, 2)), [g((2, 3, 4))],
+                         plain), (lambda x: la.vector_norm(x), [g((3, 3))], plain)],
+        "matrix_norm": [(lambda x, o=o: la.matrix_norm(x, ord=o), [g((2, 3, 4))], plain)
+                        for o in ("fro", "nuc", 1, -1, 2, -2, np.inf)],
+        "cond": [(lambda x, o=o: la.cond(x, o), [g((2, 3, 3))], plain)
+                 for o in (None, 2, -2, 1, -1, np.inf, "fro", "nuc")],
+        "matrix_rank": [(la.matrix_rank, [g((4, 3))], plain),
+                        (la.matrix_rank, [g((4, 3)) @ np.diag([1, 1, 0]).astype(dt)], plain),
+                        (lambda x: la.matrix_rank(x, tol=2.0), [g((2, 3, 3))], plain)],
+        "matrix_power": [(lambda x, n=n: la.matrix_power(x, n), [g((2, 3, 3))], plain)
+                         for n in (0, 1, 3, -1, -2)],
+        "multi_dot": [(lambda a, b, c, d: la.multi_dot([a, b, c, d]),
+                       [g((4, 6)), g((6, 2), 1), g((2, 5), 2), g((5,), 3)], plain)],
+        "tensorinv": [(lambda a: la.tensorinv(a, ind=1), [g((4, 4)).reshape(4, 2, 2)], plain)],
+        "tensorsolve": [(la.tensorsolve, [g((6, 6)).reshape(2, 3, 6), g((6,), 1)
+                                          .reshape(2, 3)], plain),
+                        (lambda a, b: la.tensorsolve(a, b, axes=(0,)),
+                         [g((4, 4)).reshape(4, 2, 2), g((4,), 1).reshape(2, 2)], plain)],
+    }
+
+
+def _tolerance(dt: Any, args: list[np.ndarray]) -> float:
+    n = max([max(a.shape[-2:]) if a.ndim >= 2 else a.size for a in args] + [1])
+    return 50 * n * float(np.finfo(dt).eps) * cond(*args)
+
+
+def _check_values(name: str, dt: Any, backend: str) -> int:
+    count = 0
+    for fn, args, view in value_cases(dt)[name]:
+        want = view(fn(*args))
+        got = view(yota.compile(fn, *args, backend=backend)(*args))
+        tol = _tolerance(dt, args)
+        assert len(got) == len(want)
+        for gv, wv in zip(got, want, strict=True):
+            assert gv.shape == wv.shape and gv.dtype == wv.dtype, (name, gv, wv)
+            scale = max(1.0, float(np.max(np.abs(wv)))) if wv.size else 1.0
+            np.testing.assert_allclose(gv, wv, rtol=tol, atol=tol * scale,
+                                       err_msg=f"{name} {[a.shape for a in args]}")
+        count += 1
+    return count
+
+
+NAMES = sorted(value_cases(F64))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", NAMES)
+def test_values_match_numpy(name: str, backend: str) -> None:
+    assert _check_values(name, F64, backend) >= 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["solve", "inv", "det", "slogdet", "cholesky", "eigh", "svd",
+                                  "qr", "pinv", "norm", "cond"])
+def test_values_match_numpy_float32(name: str, backend: str) -> None:
+    assert _check_values(name, F32, backend) >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", NAMES)
+def test_values_match_numpy_float32_all(name: str, backend: str) -> None:
+    assert _check_values(name, F32, backend) >= 1
+
+
+def test_interp_is_numpys_own() -> None:
+    """Where the interpreter calls NumPy's routine, the values are NumPy's, bit for bit."""
+    a, b = general((2, 4, 4)), general((2, 4, 3), 1)
+    p = spd((2, 4, 4))
+    for fn, args in [(np.linalg.solve, [a, b]), (np.linalg.inv, [a]),
+                     (np.linalg.cholesky, [p]), (lambda x: np.linalg.eigh(x).eigenvalues, [p]),
+                     (np.linalg.svdvals, [b]), (lambda x: np.linalg.qr(x).R, [b])]:
+        got = yota.compile(fn, *args, backend="interp")(*args)
+        assert np.array_equal(got, fn(*args))
+
+
+def test_results_are_numpys_named_tuples() -> None:
+    a = spd((3, 3))
+    sl = yota.compile(np.linalg.slogdet, a)(a)
+    assert type(sl) is type(np.linalg.slogdet(a))
+    assert float(sl.sign) == 1.0 and np.isclose(sl.logabsdet, np.linalg.slogdet(a).logabsdet)
+
+    def uses_fields(a: np.ndarray) -> Any:
+        e = np.linalg.eigh(a)
+        u = np.linalg.svd(a)
+        return e.eigenvalues.sum() + u.S.sum() + np.linalg.qr(a).R.sum()
+
+    want = uses_fields(a)
+    assert np.isclose(yota.compile(uses_fields, a)(a), want)
+
+
+def test_singular_det_and_slogdet() -> None:
+    a = np.array([[1.0, 2.0], [2.0, 4.0]])
+    for backend in BACKENDS:
+        assert yota.compile(np.linalg.det, a, backend=backend)(a) == 0.0
+        sign, logdet = yota.compile(np.linalg.slogdet, a, backend=backend)(a)
+        assert sign == 0.0 and logdet == -np.inf
+    perm = np.eye(4)[[2, 0, 3, 1]]  # an odd permutation: det -1
+    assert yota.compile(np.linalg.det, perm)(perm) == pytest.approx(np.linalg.det(perm))
+
+
+def test_nan_propagates_as_in_numpy() -> None:
+    a = general((3, 3))
+    bad = a.copy()
+    bad[1, 1] = np.nan
+    for backend in BACKENDS:
+        assert np.isnan(yota.compile(np.linalg.det, a, backend=backend)(bad))
+        assert np.isnan(yota.compile(lambda x: np.linalg.norm(x), a, backend=backend)(bad))
+        got = yota.compile(np.linalg.cholesky, spd((3, 3)), backend=backend)(bad)
+        np.testing.assert_allclose(got, np.linalg.cholesky(bad), rtol=1e-12, equal_nan=True)
+
+
+# -- errors --------------------------------------------------------------------------------------
+def _line_of(fn: Callable[..., Any]) -> str:
+    return f"test_linalg.py:{fn.__code__.co_firstlineno + 1}"
+
+
+def inverse_sum(a: np.ndarray) -> Any:
+    return np.linalg.inv(a).sum()
+
+
+def solve_sum(a: np.ndarray, b: np.ndarray) -> Any:
+    return np.linalg.solve(a, b).sum()
+
+
+def cholesky_sum(a: np.ndarray) -> Any:
+    return np.linalg.cholesky(a).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_linalg_errors_at_run_time(backend: str) -> None:
+    """Yota's LinAlgError (also NumPy's) with NumPy's message and the user's line."""
+    a, b = general((3, 3)), general((3, 2), 1)
+    cases = [(inverse_sum, [a], [np.zeros((3, 3))], "Singular matrix"),
+             (solve_sum, [a, b], [np.ones((3, 3)), b], "Singular matrix"),
+             (cholesky_sum, [spd((3, 3))], [-np.eye(3)], "Matrix is not positive definite")]
+    for fn, ok, bad, message in cases:
+        compiled = yota.compile(fn, *ok, backend=backend)
+        with pytest.raises(yota.LinAlgError) as err:
+            compiled(*bad)
+        assert isinstance(err.value, np.linalg.LinAlgError)
+        assert message in str(err.value) and _line_of(fn) in str(err.value), str(err.value)
+        with pytest.raises(np.linalg.LinAlgError, match=message):
+            yota.grad(fn, *bad, backend=backend)
+
+
+def test_linalg_errors_at_trace_time() -> None:
+    """A singular example, or a matrix that is not square: at trace time, with the line."""
+    with pytest.raises(yota.LinAlgError, match="Singular matrix") as err:
+        yota.compile(inverse_sum, np.zeros((2, 2)))
+    assert _line_of(inverse_sum) in str(err.value)
+    for fn, args in [(inverse_sum, [np.ones((2, 3))]), (cholesky_sum, [np.ones((2, 2, 3))]),
+                     (solve_sum, [np.ones((3, 2)), np.ones(3)])]:
+        with pytest.raises(yota.LinAlgError, match="Last 2 dimensions of the array must be "
+                           "square") as err:
+            yota.grad(fn, *args)
+        assert _line_of(fn) in str(err.value) and "np.linalg." in str(err.value)
+    with pytest.raises(yota.LinAlgError, match="at least two-dimensional"):
+        yota.compile(np.linalg.det, np.ones(3))
+
+
+def test_qr_complete_is_refused() -> None:
+    with pytest.raises(yota.UnsupportedError, match="reduced"):
+        yota.compile(lambda a: np.linalg.qr(a, mode="complete"), np.ones((4, 2)))
+
+
+# -- gradients -------------------------------------------------------------------------------------
+def _weights(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Fixed weights in [0.5, 1.5] (no generator: a trace would record its draws)."""
+    size = int(np.prod(shape))
+    return (1.0 + 0.5 * np.cos(np.arange(size) * 0.7 + seed)).reshape(shape)
+
+
+def _wsum(x: Any, seed: int = 0) -> Any:
+    return np.sum(x * _weights(np.shape(x), seed))
+
+
+def _gauge_free(r: Any, kind: str) -> Any:
+    """A loss of eigen/singular results that does not depend on the vectors' signs."""
+    if kind == "eigh":
+        w, v = r
+        c = np.arange(1.0, w.shape[-1] + 1)
+        return _wsum(w) + _wsum((v * c) @ np.swapaxes(v, -1, -2), 1)
+    u, s, vt = r
+    k = s.shape[-1]
+    u, vt = u[..., :, :k], vt[..., :k, :]
+    return _wsum(s) + _wsum(u @ np.swapaxes(u, -1, -2), 1) + _wsum(
+        (u * s[..., None, :]) @ vt, 2) + _wsum(np.swapaxes(vt, -1, -2) @ vt, 3)
+
+
+GRADS: dict[str, tuple[Callable[..., Any], Callable[[tuple[int, ...]], list[np.ndarray]]]] = {
+    "solve": (lambda a, b: _wsum(np.linalg.solve(a, b)),
+              lambda s: [general(s), general(s[:-1] + (2,), 1)]),
+    "solve_vector": (lambda a, b: _wsum(np.linalg.solve(a, b)),
+                     lambda s: [general(s), general((s[-1],), 1)]),
+    "inv": (lambda a: _wsum(np.linalg.inv(a)), lambda s: [general(s)]),
+    "det": (lambda a: _wsum(np.linalg.det(a)), lambda s: [general(s)]),
+    "slogdet": (lambda a: _wsum(np.linalg.slogdet(a)[1]) + _wsum(np.linalg.slogdet(a)[0]),
+                lambda s: [general(s)]),
+    "cholesky": (lambda a: _wsum(np.linalg.cholesky(a)), lambda s: [spd(s)]),
+    "cholesky_sym": (lambda x: _wsum(np.linalg.cholesky(x @ np.swapaxes(x, -1, -2) + 2 *
+                                                        np.eye(x.shape[-1]))),
+                     lambda s: [general(s)]),
+    "cholesky_upper": (lambda a: _wsum(np.linalg.cholesky(a, upper=True)), lambda s: [spd(s)]),
+    "eigh": (lambda a: _gauge_free(np.linalg.eigh(a), "eigh"), lambda s: [spd(s)]),
+    "eigh_upper": (lambda a: _gauge_free(np.linalg.eigh(a, UPLO="U"), "eigh"),
+                   lambda s: [spd(s)]),
+    "eigvalsh": (lambda a: _wsum(np.linalg.eigvalsh(a)), lambda s: [spd(s)]),
+    "svd": (lambda a: _gauge_free(np.linalg.svd(a, full_matrices=False), "svd"),
+            lambda s: [general(s)]),
+    "svd_wide": (lambda a: _gauge_free(np.linalg.svd(a, full_matrices=False), "svd"),
+                 lambda s: [general(s[:-2] + (s[-1] - 1, s[-1] + 1))]),
+    "svd_tall_full": (lambda a: _gauge_free(np.linalg.svd(a), "svd"),
+                      lambda s: [general(s[:-2] + (s[-1] + 1, s[-1] - 1))]),
+    "svdvals": (lambda a: _wsum(np.linalg.svdvals(a)), lambda s: [general(s)]),
+    "qr": (lambda a: _wsum(np.linalg.qr(a).Q) + _wsum(np.linalg.qr(a).R, 1),
+           lambda s: [general(s[:-2] + (s[-1] + 1, s[-1]))]),
+    "qr_wide": (lambda a: _wsum(np.linalg.qr(a).Q) + _wsum(np.linalg.qr(a).R, 1),
+                lambda s: [general(s[:-2] + (s[-1] - 1, s[-1] + 1))]),
+    "pinv": (lambda a: _wsum(np.linalg.pinv(a)), lambda s: [general(s[:-1] + (s[-1] - 1,))]),
+    "lstsq": (lambda a, b: _wsum(np.linalg.lstsq(a, b)[0]) + _wsum(np.linalg.lstsq(a, b)[1]),
+              lambda s: [general((s[-1] + 2, s[-1])), general((s[-1] + 2, 2), 1)]),
+    "norm_fro": (lambda a: np.linalg.norm(a), lambda s: [general(s)]),
+    "norm_2": (lambda a: _wsum(np.linalg.norm(a, 2, axis=(-2, -1))), lambda s: [general(s)]),
+    "norm_nuc": (lambda a: _wsum(np.linalg.norm(a, "nuc", axis=(-2, -1))),
+                 lambda s: [general(s)]),
+    "norm_1": (lambda a: _wsum(np.linalg.norm(a, 1, axis=(-2, -1))), lambda s: [general(s)]),
+    "norm_vec_p": (lambda a: _wsum(np.linalg.norm(a, 3, axis=-1)) + _wsum(
+        np.linalg.norm(a, -1.5, axis=-2), 1), lambda s: [general(s)]),
+    "cond": (lambda a: _wsum(np.linalg.cond(a)), lambda s: [general(s)]),
+    "cond_1": (lambda a: _wsum(np.linalg.cond(a, 1)), lambda s: [general(s)]),
+    "matrix_power": (lambda a: _wsum(np.linalg.matrix_power(a, -2)), lambda s: [general(s)]),
+    "multi_dot": (lambda a: _wsum(np.linalg.multi_dot([a[..., 0, :], a.T, a, a[..., 0]])),
+                  lambda s: [general(s[-2:])]),
+}
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 3)], ids=["unbatched", "batched"])
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_gradients_match_finite_differences(name: str, shape: tuple[int, ...]) -> None:
+    fn, make = GRADS[name]
+    args = make(shape)
+    _, g = yota.grad(fn, *args)
+    assert check_grad(fn, args, g) == len(args)
+
+
+@pytest.mark.parametrize("name", ["solve", "inv", "det", "slogdet", "cholesky", "eigh", "svd",
+                                  "qr", "pinv", "lstsq", "cond_1"])
+def test_gradients_on_llvm(name: str) -> None:
+    fn, make = GRADS[name]
+    args = make((2, 3, 3))
+    _, g = yota.grad(fn, *args, backend="llvm")
+    _, want = yota.grad(fn, *args, backend="interp")
+    assert len(g) == len(want) == len(args)
+    for a, b in zip(g, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    assert check_grad(fn, args, g) == len(args)
+
+
+@pytest.mark.parametrize("name", ["solve", "inv", "det", "slogdet", "cholesky", "cholesky_sym",
+                                  "eigh", "svdvals", "norm_2"])
+def test_second_order(name: str) -> None:
+    """Hessian-vector products (the gradient of <grad f, v>) against finite differences
+    of the gradient: the rules' own ops have rules."""
+    fn, make = GRADS[name]
+    args = make((2, 3, 3))
+    _, tape = yota.trace(fn, *args)
+    check_grads(yota.to_ir(tape), args, order=2, rtol=1e-5, atol=1e-7)
+
+
+def test_repeated_eigenvalues_give_finite_gradients() -> None:
+    """Exactly repeated eigenvalues: the gradient of a basis-independent loss (the
+    eigenvalues, the projector onto the whole eigenspace) is finite and right."""
+    q = np.linalg.qr(rng(5).standard_normal((4, 4)))[0]
+    a = (q * np.array([1.0, 2.0, 2.0, 3.0])) @ q.T
+
+    def loss(x: np.ndarray) -> Any:
+        w, v = np.linalg.eigh((x + x.T) / 2)  # equal weights on the repeated pair: smooth
+        return np.sum(w * np.array([1.0, 2.0, 2.0, 3.0])) + np.sum(v[:, 3:] @ v[:, 3:].T * x)
+
+    _, g = yota.grad(loss, a)
+    assert np.all(np.isfinite(g))
+    assert check_grad(loss, [a], g) == 1
+
+
+def test_matrix_rank_has_no_gradient() -> None:
+    a = general((3, 3))
+    v, g = yota.grad(lambda a: np.sum(a) * np.linalg.matrix_rank(a), a)
+    assert float(v) == pytest.approx(3 * np.sum(a))
+    np.testing.assert_allclose(g[0], np.full((3, 3), 3.0))
