@@ -16,7 +16,9 @@ from yota.ir.errors import (
     YotaError,
 )
 
-from . import cache  # yota.cache: the on-disk cache of compiled programs
+# yota.cache: the on-disk cache of compiled programs; yota.distributed: data-parallel
+# gradients over MPI (mpi4py is imported on first use)
+from . import cache, distributed
 from .aot import aot  # ahead-of-time compilation
 from .compile import CompiledFunction, compile, play
 from .device import to_device
@@ -41,6 +43,6 @@ __all__ = [
     "GuardFailed", "LinAlgError", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
-    "update_", "to_device", "cache", "aot", "explain", "profile", "Profile",
+    "update_", "to_device", "cache", "distributed", "aot", "explain", "profile", "Profile",
     "graph", "Graph",
 ]
