@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
 
 import yota  # noqa: E402
-from yota.distributed import DataParallel, broadcast_  # noqa: E402
+from yota.distributed import DataParallel, allreduce_, broadcast_  # noqa: E402
 
 
 @dataclass
@@ -77,6 +77,9 @@ def main() -> None:
                    help="bucket size in MiB (default: yota.distributed.BUCKET_BYTES, 25)")
     p.add_argument("--overlap", action="store_true",
                    help="MPI_Iallreduce each bucket while the next is packed")
+    p.add_argument("--bench-allreduce", action="store_true",
+                   help="instead of training: time allreduce_ of the MLP's gradient for "
+                        "several bucket sizes, blocking and overlapped")
     a = p.parse_args()
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -88,6 +91,9 @@ def main() -> None:
     # the data parameters' gradients only: the shard's own input gradient is not averaged
     dp = DataParallel(comm, argnums=(0,), bucket_bytes=bucket, overlap=a.overlap)
 
+    if a.bench_allreduce:
+        bench_allreduce(comm, init(np.random.default_rng(0), sizes, dtype), a.batch // size)
+        return
     m = init(np.random.default_rng(1234 + rank), sizes, dtype)  # differs per rank...
     broadcast_(m, root=0, comm=comm)  # ...until rank 0's is copied everywhere
     teacher = init(np.random.default_rng(7), sizes, dtype)
@@ -136,6 +142,28 @@ def main() -> None:
         print("parameters bit-identical on every rank:", same)
     if not same:
         sys.exit(1)
+
+
+def bench_allreduce(comm: MPI.Intracomm, m: MLP, local: int) -> None:
+    """Median time of allreduce_ over the MLP's parameter gradients (repacked each call)."""
+    X = np.ones((m.W1.shape[1], local), m.W1.dtype)
+    _, g = yota.grad(loss, m, X, forward(m, X))
+    nbytes = sum(v.nbytes for v in g[0].values())
+    for bucket in (16 << 10, 64 << 10, 256 << 10, 25 << 20):
+        row = []
+        for overlap in (False, True):
+            ts = []
+            for _ in range(200):
+                comm.Barrier()
+                t0 = time.perf_counter()
+                allreduce_(g, comm, argnums=(0,), bucket_bytes=bucket, overlap=overlap)
+                ts.append(time.perf_counter() - t0)
+            row.append(np.median(comm.allgather(np.median(ts[20:]))) * 1e6)
+        if comm.Get_rank() == 0:
+            n_buckets = -(-nbytes // bucket)
+            print(f"{comm.Get_size()} ranks, {nbytes / 1e6:.2f} MB of gradients in buckets of "
+                  f"{bucket >> 10} KiB (~{n_buckets}): blocking {row[0]:.0f} us, "
+                  f"overlapped {row[1]:.0f} us")
 
 
 if __name__ == "__main__":
