@@ -132,6 +132,8 @@ def lower_tape(tape: Tape, name: str | None = None) -> Function:
         with b.at(str(e.loc) if e.loc else None):
             _lower_entry(tape, L, e)
     outs = [_output(L, leaf) for leaf in result_leaves(tape.result)]
+    if name is None:
+        tape.ir_values = dict(L.env)  # each tape variable's IR value (yota.autograd's nodes)
     return maybe_verify(b.build(outs))
 
 

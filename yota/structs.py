@@ -26,6 +26,7 @@ _OPAQUE = (type, np.dtype, types.FunctionType, types.BuiltinFunctionType, types.
 
 
 TRACED: list[type] = []  # the tracer class (registered by yota.tracing): never walked into
+STATIC: list[type] = []  # boxes that are static values by identity (yota.autograd.Param)
 
 
 def is_traced(x: Any) -> bool:
@@ -44,7 +45,8 @@ def _is_namedtuple(x: Any) -> bool:
 
 def children(x: Any) -> list[tuple[Any, Any]] | None:
     """(key, child) pairs of a container, or None for a leaf or static value."""
-    if is_leaf(x) or isinstance(x, _SCALARS) or isinstance(x, _OPAQUE) or is_traced(x):
+    if is_leaf(x) or isinstance(x, _SCALARS) or isinstance(x, _OPAQUE) or is_traced(x) \
+            or any(isinstance(x, t) for t in STATIC):
         return None
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return [(f.name, getattr(x, f.name)) for f in dataclasses.fields(x)]

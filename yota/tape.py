@@ -110,6 +110,7 @@ class Tape:
         # IR lowered from this tape by (name, argnames): filled by yota.lowering.to_ir
         self.lowered: dict[tuple[Any, ...], Any] = {}
         self.foreign_tracers: dict[Var, Any] = {}  # captured values of enclosing traces
+        self.ir_values: dict[Var, Any] = {}  # Var -> its IR value in to_ir(tape)
         self.has_aux = False
         self.wrt: tuple[int, ...] | None = None  # the arguments differentiated (None: all)  # the result is (loss, aux): yota.grad(..., has_aux=True)
 
