@@ -17,8 +17,9 @@ from yota.ir.errors import (
 )
 
 # yota.cache: the on-disk cache of compiled programs; yota.distributed: data-parallel
-# gradients over MPI (mpi4py is imported on first use)
-from . import cache, distributed
+# gradients over MPI (mpi4py is imported on first use); yota.autograd: AutoGrad.jl's
+# interface (Param, diff, grad, params...)
+from . import autograd, cache, distributed
 from .aot import aot  # ahead-of-time compilation
 from .compile import CompiledFunction, compile, play
 from .device import to_device
@@ -44,5 +45,5 @@ __all__ = [
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
     "update_", "to_device", "cache", "distributed", "aot", "explain", "profile", "Profile",
-    "graph", "Graph",
+    "graph", "Graph", "autograd",
 ]
