@@ -185,8 +185,22 @@ def active(ctx: TraceContext) -> Iterator[None]:
 Method = Callable[..., Any]
 
 
+BOXES: list[type] = []  # mutable boxes used as their ``value`` (yota.autograd.Param)
+
+
+def _unbox(x: Any) -> Any:
+    """A box's value in place of the box (also in a list or tuple of operands)."""
+    if any(isinstance(x, t) for t in BOXES):
+        return x.value
+    if isinstance(x, (list, tuple)) and not hasattr(type(x), "_fields") and BOXES:
+        return type(x)(_unbox(v) for v in x)
+    return x
+
+
 def call(name: str, *args: Any, **kwargs: Any) -> Any:
     """Trace NumPy-level operation ``name`` (an entry of ``yota.numpy``) on ``args``."""
+    if BOXES:
+        args, kwargs = _unbox(args), {k: _unbox(v) for k, v in kwargs.items()}
     op = registry.lookup(name, args, kwargs)
     return record(name, args, kwargs, op.forward)
 
@@ -194,6 +208,7 @@ def call(name: str, *args: Any, **kwargs: Any) -> Any:
 def call_operator(name: str, *args: Any) -> Any:
     """Trace a Python operator (``+``, ``-x``, ``abs``...): on Python floats it gives a
     Python float, which stays weak (NEP 50), where the NumPy function gives np.float64."""
+    args = _unbox(args)
     op = registry.lookup(name, args, {})
     return record(name, args, {}, op.forward, python_op=True)
 
