@@ -42,7 +42,7 @@ from yota.ir.core import Builder, Function, Op, Value
 from yota.ir.errors import YotaError
 from yota.ir.interpreter import run
 
-from . import rules, structs
+from . import rules, structs, tracer
 from .grad import Options, run_grad
 from .lowering import to_ir
 from .primitives import Primitive
@@ -135,6 +135,7 @@ class Param:
 
 
 structs.STATIC.append(Param)  # in an argument, a Param is a static value (its identity)
+tracer.BOXES.append(Param)  # a traced operation on a Param operates on its value
 
 
 # -- params: the Params an object graph reaches ----------------------------------------------
