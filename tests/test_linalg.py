@@ -163,19 +163,25 @@ def value_cases(dt: Any) -> dict[str, list[Case]]:
 
 
 def _tolerance(dt: Any, args: list[np.ndarray]) -> float:
+    """``50 n eps cond``; a rank-deficient input (matrix_rank) counts as cond 100."""
     n = max([max(a.shape[-2:]) if a.ndim >= 2 else a.size for a in args] + [1])
-    return 50 * n * float(np.finfo(dt).eps) * cond(*args)
+    c = cond(*args)
+    return 50 * n * float(np.finfo(dt).eps) * (c if np.isfinite(c) else 100.0)
 
 
-def _check_values(name: str, dt: Any, backend: str) -> int:
+def _check_values(name: str, dt: Any, backend: str, every: int = 1) -> int:
+    """Compare every ``every``-th case of ``name`` with NumPy; returns how many ran."""
     count = 0
-    for fn, args, view in value_cases(dt)[name]:
+    for fn, args, view in value_cases(dt)[name][::every]:
         want = view(fn(*args))
         got = view(yota.compile(fn, *args, backend=backend)(*args))
         tol = _tolerance(dt, args)
         assert len(got) == len(want)
         for gv, wv in zip(got, want, strict=True):
             assert gv.shape == wv.shape and gv.dtype == wv.dtype, (name, gv, wv)
+            if wv.dtype.kind != "f":  # ranks, counts
+                np.testing.assert_array_equal(gv, wv)
+                continue
             scale = max(1.0, float(np.max(np.abs(wv)))) if wv.size else 1.0
             np.testing.assert_allclose(gv, wv, rtol=tol, atol=tol * scale,
                                        err_msg=f"{name} {[a.shape for a in args]}")
@@ -189,21 +195,22 @@ NAMES = sorted(value_cases(F64))
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", NAMES)
 def test_values_match_numpy(name: str, backend: str) -> None:
-    assert _check_values(name, F64, backend) >= 1
+    """Every case on the interpreter; every third on llvm (all of them: the slow sweep)."""
+    assert _check_values(name, F64, backend, every=1 if backend == "interp" else 3) >= 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", ["solve", "inv", "det", "slogdet", "cholesky", "eigh", "svd",
-                                  "qr", "pinv", "norm", "cond"])
+@pytest.mark.parametrize("name", ["solve", "det", "cholesky", "eigh", "svd", "norm"])
 def test_values_match_numpy_float32(name: str, backend: str) -> None:
-    assert _check_values(name, F32, backend) >= 1
+    assert _check_values(name, F32, backend, every=2) >= 1
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dt", [F32, F64], ids=["f32", "f64"])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", NAMES)
-def test_values_match_numpy_float32_all(name: str, backend: str) -> None:
-    assert _check_values(name, F32, backend) >= 1
+def test_values_match_numpy_all_cases(name: str, backend: str, dt: Any) -> None:
+    assert _check_values(name, dt, backend) >= 1
 
 
 def test_interp_is_numpys_own() -> None:
