@@ -20,7 +20,7 @@ failure status words). Nothing here runs on a device: steps can be built, stored
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -81,12 +81,15 @@ Step = Launch | Memset | Gemm | Call | Linalg
 
 @dataclass
 class FnPlan:
-    """One function's storages (``layout.Storage``), steps and workspace bytes."""
+    """One function's storages (``layout.Storage``), steps and workspace bytes;
+    ``step_ops[s]``: the op whose code step ``s`` is (-1: a copy into an output array),
+    for ``yota.profile`` (not stored in artifacts)."""
 
     name: str
     storages: list[Any]
     steps: list[Step]
     ws_bytes: int
+    step_ops: list[int] = field(default_factory=list)
 
 
 class StepTimes:

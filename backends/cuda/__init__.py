@@ -122,9 +122,10 @@ def use_device(device: Any) -> None:
         _DEVICE.append(device)
 
 
-def compile(fn: Function, *, device: Any = None, fast_math: bool | None = None
-            ) -> CudaExecutable:
-    """Compile ``fn`` for ``device`` (default: the current CUDA device)."""
+def compile(fn: Function, *, device: Any = None, fast_math: bool | None = None,
+            profile: bool = False) -> CudaExecutable:
+    """Compile ``fn`` for ``device`` (default: the current CUDA device); ``profile``: the
+    profiled variant (``profiled.ProfiledCudaExecutable``, for ``yota.profile``)."""
     dev = device if device is not None else default_device()
     cfg = dev.cfg
     if _fast(fn, fast_math) != cfg.fast_math:
@@ -133,6 +134,10 @@ def compile(fn: Function, *, device: Any = None, fast_math: bool | None = None
         cfg = replace(cfg, fast_math=_fast(fn, fast_math))
     mod = lower(fn, config=cfg)
     stats["compiles"] += 1
+    if profile:
+        from .profiled import ProfiledCudaExecutable
+
+        return ProfiledCudaExecutable(mod, dev, fn)
     return CudaExecutable(mod, dev, fn)
 
 

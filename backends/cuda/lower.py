@@ -12,7 +12,8 @@ stages, scratch regions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,7 @@ class FnGen(FnLowering):
         self.mod = mod
         self.cfg = mod.cfg
         self.steps: list[Step] = []
+        self.step_ops: list[int] = []
         self.const_base = len(mod.consts)
         mod.consts.extend(self.lay.consts)
 
@@ -88,7 +90,14 @@ class FnGen(FnLowering):
         storages = [s if s.kind != "const" else type(s)("const", s.index + self.const_base,
                                                          s.nbytes) for s in self.lay.storages]
         return FnPlan(self.fn.name, storages, self.steps,
-                      self.lay.ws_bytes + self.scratch_max)
+                      self.lay.ws_bytes + self.scratch_max, self.step_ops)
+
+    @contextlib.contextmanager
+    def step(self, op_index: int) -> Iterator[None]:
+        """Remember which op the steps emitted in this context come from."""
+        n = len(self.steps)
+        yield
+        self.step_ops.extend([op_index] * (len(self.steps) - n))
 
     def function(self, fn: Function) -> FnPlan:
         """The plan of callee ``fn`` (lowered into the same module once)."""
