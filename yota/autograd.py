@@ -27,6 +27,7 @@ declares a primitive by its gradients, ``zerograd(f)`` one with zero gradients, 
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import types
@@ -46,9 +47,8 @@ from . import rules, structs, tracer
 from .grad import Options, run_grad
 from .lowering import to_ir
 from .primitives import Primitive
-from .primitives import primitive as _make_primitive
 from .program import Program, flatten_args
-from .sideeffects import _names, _user_code, _user_object
+from .sideeffects import _user_code, _user_object
 from .tape import Entry, Loc, Tape, Var
 
 __all__ = ["Param", "Result", "Node", "diff", "value", "grad", "gradloss", "params",
@@ -205,9 +205,20 @@ def _function_reach(f: Any) -> list[Any]:
         except ValueError:  # an empty cell
             continue
     g = f.__globals__
-    out += [g[n] for n in dict.fromkeys(_names(f.__code__)) if n in g]
+    out += [g[n] for n in _global_names(f.__code__) if n in g]
     out += list(f.__defaults__ or ())
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _global_names(code: types.CodeType) -> tuple[str, ...]:
+    """The global names ``code`` (and the code nested in it) reads, in order."""
+    names = [i.argval for i in dis.get_instructions(code)
+             if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _global_names(c)
+    return tuple(dict.fromkeys(names))
 
 
 # -- diff and its Result ---------------------------------------------------------------------
@@ -390,7 +401,7 @@ def primitive(*grads: Callable[..., Any] | None) -> Callable[[Callable[..., Any]
     array([0.25, 0.25])
     """
     def deco(fn: Callable[..., Any]) -> Primitive:
-        prim = _make_primitive(fn)
+        prim = BoxedPrimitive(fn.fn if isinstance(fn, Primitive) else fn)
         names = _positional(prim.fn)
         if len(grads) > len(names):
             raise YotaError(f"primitive: {len(grads)} gradients for {prim.__name__}, which "
@@ -403,6 +414,13 @@ def primitive(*grads: Callable[..., Any] | None) -> Callable[[Callable[..., Any]
         return prim
 
     return deco
+
+
+class BoxedPrimitive(Primitive):
+    """A primitive that takes Params for their values."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*[_v(a) for a in args], **kwargs)
 
 
 def zerograd(fn: Callable[..., Any]) -> Primitive:
