@@ -265,3 +265,48 @@ def test_cli_profile_prints_the_table_and_writes_a_trace(tmp_path: Path) -> None
     assert "2 calls of 1 program(s) (interp)" in lines[0]
     assert len([ln for ln in lines if "model.py:13" in ln]) == 2  # --top 2
     assert "more rows" in r.stdout and "backward" not in r.stdout  # --forward
+
+
+def test_a_backend_without_a_profiled_variant_is_timed_per_call(monkeypatch: Any) -> None:
+    from yota.backends import interp
+
+    monkeypatch.setattr(interp, "compile", lambda fn: interp.InterpExecutable(fn))
+    f = lambda x: np.sum(np.cos(x))  # noqa: E731
+    with yota.profile() as p:
+        _, g = yota.grad(f, np.zeros(3), backend="interp")
+    np.testing.assert_array_equal(g[0], np.zeros(3))
+    (row,) = p.rows()
+    assert (row.op, row.calls) == ("(program, not instrumented) <lambda>", 1)
+
+
+def test_cuda_under_the_emulation() -> None:
+    from yota.backends import cuda
+    from yota.backends.cuda.emulate import EmuDevice, emulation_available
+
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
+    pytest.importorskip("cupy", reason="CuPy is not installed (the cuda extra)")
+
+    def f(W: Any, x: Any) -> Any:
+        h = np.tanh(W @ x)  # L:cuda-matmul
+        if float(np.sum(h)) > -1e9:  # L:cuda-guard
+            h = h * 2.0
+        return np.sum(h * h)
+    r = np.random.default_rng(0)
+    W, x = r.random((4, 4)), r.random((4, 3))
+    cuda.use_device(EmuDevice())
+    try:
+        v0, g0 = yota.grad(f, W, x, backend="cuda")
+        with yota.profile() as p:
+            for _ in range(2):
+                v, g = yota.grad(f, W, x, backend="cuda")
+    finally:
+        cuda.use_device(None)
+    assert v == v0 and all(np.array_equal(a, b) for a, b in zip(g, g0, strict=True))
+    rows = p.rows()
+    assert find(rows, "matmul", "forward", line("cuda-matmul")).calls == 2
+    assert find(rows, "matmul", "backward", line("cuda-matmul")).calls == 4
+    assert find(rows, "guard", "forward", line("cuda-guard")).calls == 2
+    assert any(r.op.startswith("fused ") for r in rows)
+    assert str(p).startswith("Yota profile: 2 calls of 1 program(s) (cuda)")

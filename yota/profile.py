@@ -1,7 +1,7 @@
 """Per-step profiling of compiled programs (AutoGrad.jl's ``AUTOGRAD_TIMER``, per step).
 
 Inside ``with yota.profile() as p:``, every compiled program that runs (``yota.grad``,
-``yota.compile``, on any backend) runs as its *profiled variant*: the same program with
+``yota.compile``; backends interp, llvm and cuda) runs as its *profiled variant*: the same program with
 the clock read around each step (a fused kernel, a matrix product, a LAPACK call, a
 call, a guard, a copy), compiled the first time a program runs while profiling and kept
 beside it (the normal program is not touched, so profiling costs nothing when off).
@@ -31,6 +31,7 @@ draws)``, so the table's total is the time spent in compiled programs.
 from __future__ import annotations
 
 import atexit
+import inspect
 import json
 import os
 import re
@@ -178,10 +179,10 @@ def _variant(program: Program) -> Variant | None:
     except TypeError:  # an executable that cannot be weakly referenced
         return None
     mod = get_backend(getattr(key, "backend", None))
-    try:
-        exe = mod.compile(program.fn, profile=True)
-    except TypeError:  # a backend without a profiled variant
-        exe = None
+    exe = None
+    if "profile" in inspect.signature(mod.compile).parameters:
+        device = getattr(key, "device", None)  # cuda: the device the program runs on
+        exe = mod.compile(program.fn, profile=True, **({"device": device} if device else {}))
     variant = Variant(program, exe) if exe is not None and hasattr(exe, "timed") else None
     _variants[key] = variant
     return variant
