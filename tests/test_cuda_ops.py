@@ -222,6 +222,27 @@ def _matmul_cases(rng: np.random.Generator) -> list[Case]:
     return out
 
 
+def _lapack_cases(rng: np.random.Generator) -> list[Case]:
+    """The LAPACK-level ops (cuSOLVER steps through CuPy) on well-conditioned matrices,
+    batched, with a transposed operand."""
+    out = []
+    for dt in (np.dtype(np.float32), np.dtype(np.float64)):
+        b = Builder(f"lapack_{dt}")
+        s, r = b.input(TensorType(dt, (2, 4, 4))), b.input(TensorType(dt, (2, 4, 3)))
+        w = b.input(TensorType(dt, (3, 5)))
+        st = b.transpose(s, perm=(0, 2, 1))
+        fn = b.build([b.cholesky(st), b.solve(s, r), *b.eigh(st, lower=True),
+                      b.triangular_solve(s, r, lower=True, transpose=True, unit_diagonal=False),
+                      *b.lu(s), *b.svd(w, full_matrices=True), b.svdvals(r), *b.qr(r)])
+        x = rng.standard_normal((2, 4, 4))
+        spd = (x @ np.swapaxes(x, -1, -2) + 4 * np.eye(4)).astype(dt)
+        out.append(Case(f"lapack_{dt.name}", fn, [spd, rng.standard_normal((2, 4, 3)).astype(dt),
+                                             rng.standard_normal((3, 5)).astype(dt)],
+                        ("cholesky", "solve", "eigh", "triangular_solve", "lu", "svd",
+                         "svdvals", "qr")))
+    return out
+
+
 def _misc_cases(rng: np.random.Generator) -> list[Case]:
     out = []
     b = Builder("c")
@@ -270,7 +291,7 @@ def op_programs(seed: int = 0) -> list[Case]:
     """Programs covering every op of the op table, with inputs."""
     rng = np.random.default_rng(seed)
     return (_elementwise_cases(rng) + _reduction_cases(rng) + _shape_cases(rng)
-            + _index_cases(rng) + _matmul_cases(rng) + _misc_cases(rng))
+            + _index_cases(rng) + _matmul_cases(rng) + _lapack_cases(rng) + _misc_cases(rng))
 
 
 # -- comparison ------------------------------------------------------------------------------------

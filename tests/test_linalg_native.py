@@ -314,3 +314,98 @@ def test_failure_records_survive_save_and_load() -> None:
     with pytest.raises(LinAlgError, match=r"not positive definite .*model\.py:7"):
         exe(*args)
     assert json.loads(json.dumps(exe.artifact.meta["failures"]))[0]["kind"] == "linalg"
+
+
+# -- the cuda backend: cuSOLVER steps through CuPy, checked under the CPU emulation ------------
+def _emulator() -> Any:
+    from yota.backends.cuda.emulate import EmuDevice, emulation_available
+
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
+    return EmuDevice()
+
+
+def test_cuda_steps_under_emulation() -> None:
+    """Every op, and every failure, through the cuda backend's steps (one emulated
+    module for all: one g++ run)."""
+    from yota.backends import cuda
+
+    dev = _emulator()
+    rng = np.random.default_rng(2)
+    progs = [program(make, inputs(rng, (2,), 4, F32), "transposed")
+             for make, inputs in SAME_ROUTINE.values()]
+    fails = [program(make, xs, loc="model.py:12") for make, xs, _ in FAILS.values()]
+    exes = cuda.compile_many([fn for fn, _ in progs + fails], device=dev)
+    for (fn, args), exe in zip(progs, exes, strict=False):
+        for w, g in zip(run(fn, *args), exe(*args), strict=True):
+            close(np.asarray(g), np.asarray(w), ULPS)
+    for (fn, args), exe in zip(fails, exes[len(progs):], strict=True):
+        with pytest.raises(LinAlgError) as want:
+            run(fn, *args)
+        with pytest.raises(LinAlgError) as got:
+            exe(*args)
+        assert str(got.value) == str(want.value)
+
+
+def test_cuda_module_with_linalg_steps_round_trips_through_json() -> None:
+    from yota.backends import cuda
+    from yota.backends.cuda.artifact import Artifact, pack, unpack
+    from yota.backends.program import Linalg
+
+    fn, _ = program(_gp, [np.eye(4), np.ones((4, 2))], loc="gp.py:3")
+    mod = cuda.lower(fn)
+    assert {s.op for p in mod.plans.values() for s in p.steps if isinstance(s, Linalg)} == {
+        "cholesky", "triangular_solve", "svdvals"}
+    back = unpack(Artifact.from_bytes(pack(mod, b"cubin", {"arch": "sm_90"}).to_bytes()))
+    assert {n: p.steps for n, p in back.plans.items()} == {
+        n: p.steps for n, p in mod.plans.items()}
+    assert back.failures == mod.failures
+
+
+def _fake_lu_factor(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """SciPy's ``lu_factor`` (row interchanges, 0-based) from the reference ``lu``."""
+    from yota.ir.ops.lapack import lu
+
+    f, perm = lu(m)
+    cur, piv = list(range(len(perm))), []
+    for i, p in enumerate(perm):
+        j = cur.index(int(p))
+        piv.append(j)
+        cur[i], cur[j] = cur[j], cur[i]
+    return f, np.array(piv)
+
+
+def test_cupy_calls_with_numpy_stand_ins() -> None:
+    """What the device runs (``runtime.cupy_linalg``), with NumPy in CuPy's place: the
+    batch loops, the permutation from ``lu_factor``'s interchanges, the argument
+    mapping of ``solve_triangular``."""
+    from types import SimpleNamespace
+
+    from yota.backends.cuda.runtime import cupy_linalg
+    from yota.ir.ops.lapack import triangular_solve
+
+    cp = SimpleNamespace(linalg=np.linalg, tril=np.tril, stack=np.stack, asnumpy=np.asarray,
+                         asarray=np.asarray)
+
+    def solve_triangular(a: np.ndarray, b: np.ndarray, trans: int, lower: bool,
+                         unit_diagonal: bool) -> np.ndarray:
+        return triangular_solve(a, b, lower=lower, transpose=bool(trans),
+                                unit_diagonal=unit_diagonal)
+    cxl = SimpleNamespace(lu_factor=_fake_lu_factor, solve_triangular=solve_triangular)
+    rng = np.random.default_rng(4)
+    a, c = dominant(rng, (2, 3, 5, 5), F64), rng.standard_normal((2, 3, 5, 2))
+    cases = [("cholesky", {}, [spd(rng, (2, 4, 4), F64)]), ("solve", {}, [a, c]),
+             ("eigh", {"lower": False}, [spd(rng, (3, 4, 4), F64)]),
+             ("svd", {"full_matrices": True}, [c]), ("svdvals", {}, [c]), ("qr", {}, [c]),
+             ("lu", {}, [a]),
+             ("triangular_solve", {"lower": True, "transpose": True, "unit_diagonal": False},
+              [a, c])]
+    from yota.ir.ops import get_opdef
+
+    for name, attrs, xs in cases:
+        got = cupy_linalg(cp, name, attrs, xs, cxl)
+        want = get_opdef(name).impl(*xs, **attrs)
+        want = list(want) if isinstance(want, tuple) else [want]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=0, atol=1e-12)

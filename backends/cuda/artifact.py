@@ -22,7 +22,7 @@ from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
 from ..layout import Storage
-from ..program import Call, FnPlan, Gemm, Launch, Memset, View
+from ..program import Call, FnPlan, Gemm, Launch, Linalg, Memset, View
 from .kernel import Config
 from .lower import Module
 
@@ -99,6 +99,10 @@ def _step(s: Any) -> dict[str, Any]:
         return {"memset": _ref(s.ref), "nbytes": int(s.nbytes)}
     if type(s) is Gemm:
         return {"gemm": [_view(s.a), _view(s.b), _view(s.out)]}
+    if type(s) is Linalg:
+        return {"linalg": s.op, "attrs": [[k, bool(v)] for k, v in s.attrs],
+                "ins": [_view(v) for v in s.ins], "outs": [_view(v) for v in s.outs],
+                "failure": int(s.failure)}
     if type(s) is Call:
         return {"call": s.callee, "ins": [_ref(r) for r in s.ins],
                 "outs": [_ref(r) for r in s.outs], "ws": _ref(s.ws)}
@@ -113,6 +117,10 @@ def _unstep(d: dict[str, Any]) -> Any:
         return Memset(tuple(d["memset"]), d["nbytes"])
     if "gemm" in d:
         return Gemm(*(_unview(v) for v in d["gemm"]))
+    if "linalg" in d:
+        return Linalg(d["linalg"], tuple((k, bool(v)) for k, v in d["attrs"]),
+                      tuple(_unview(v) for v in d["ins"]),
+                      tuple(_unview(v) for v in d["outs"]), int(d["failure"]))
     return Call(d["call"], tuple(tuple(r) for r in d["ins"]),
                 tuple(tuple(r) for r in d["outs"]), tuple(d["ws"]))
 

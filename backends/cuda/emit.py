@@ -1,17 +1,20 @@
 """The op -> emitter table of the cuda backend: the shared emitters (``backends/emit.py``)
 plus the ones that become special kernels (``special.py``: concatenate, pad, indexing,
-arg-reductions, guards) or steps (cuBLAS products, memsets, calls). Each renders one op
-from the locations the layout chose (``g.loc``); none of them analyses the program."""
+arg-reductions, guards) or steps (cuBLAS products, cuSOLVER factorizations, memsets,
+calls). Each renders one op from the locations the layout chose (``g.loc``); none of
+them analyses the program."""
 
 from __future__ import annotations
 
 import numpy as np
 from yota.ir.core import Op, Value
+from yota.ir.ops.lapack import FAILURES as LINALG_FAILURES
+from yota.ir.ops.lapack import LAPACK_OPS
 
 from ..emit import new_table
-from ..failures import guard_record, index_record
+from ..failures import guard_record, index_record, linalg_record
 from ..layout import Loc
-from ..program import STATUS, Call, Gemm, Memset, View
+from ..program import STATUS, Call, Gemm, Linalg, Memset, View
 from .lower import FnGen
 from .special import (
     Strided,
@@ -74,6 +77,20 @@ def _matmul(g: FnGen, op: Op) -> None:
         return
     g.steps.append(Gemm(_view_of(g, g.loc(a), a), _view_of(g, g.loc(b), b),
                         _view_of(g, g.loc(r), r)))
+
+
+# -- linear algebra (cuSOLVER through CuPy) ---------------------------------------------------
+@emitter(*LAPACK_OPS)
+def _lapack(g: FnGen, op: Op) -> None:
+    """A step the runtime runs through ``cupy.linalg`` (the device's ``linalg``) on views
+    of the operands and results; a failure on the values raises the op's record."""
+    if not any(r.type.size for r in op.results):
+        return
+    code = (g.mod.failure(linalg_record(op, g.op_index, op.name))
+            if op.name in LINALG_FAILURES else 0)
+    g.steps.append(Linalg(op.name, tuple(sorted(op.attrs.items())),
+                          tuple(_view_of(g, g.loc(v), v) for v in op.operands),
+                          tuple(_view_of(g, g.loc(r), r) for r in op.results), code))
 
 
 # -- indexing ------------------------------------------------------------------------------------

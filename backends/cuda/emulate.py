@@ -245,6 +245,16 @@ class EmuDevice:
     def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
         np.matmul(a, b, out=out)
 
+    def linalg(self, name: str, attrs: dict[str, Any], ins: list[np.ndarray],
+               outs: list[np.ndarray]) -> None:
+        """A LAPACK-level op by its NumPy reference (``np.linalg`` raises NumPy's
+        ``LinAlgError``, as ``cupyx.errstate(linalg="raise")`` does on a device)."""
+        from yota.ir.ops import get_opdef
+
+        res = get_opdef(name).impl(*ins, **attrs)
+        for o, r in zip(outs, res if len(outs) > 1 else [res], strict=True):
+            o[...] = r
+
     def read(self, addr: int, nbytes: int) -> bytes:
         return ctypes.string_at(addr, nbytes)
 

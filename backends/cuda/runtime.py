@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..failures import raise_failure
-from ..program import STATUS, Call, FnPlan, Gemm, Launch, Memset
+from ..failures import linalg_failure, raise_failure
+from ..program import STATUS, Call, FnPlan, Gemm, Launch, Linalg, Memset
 from ..signature import check_arity, check_input
 from .kernel import Config
 from .lower import Module
@@ -36,6 +36,45 @@ def _cupy() -> Any:
         raise CudaUnavailable(f"the CUDA backend needs CuPy: pip install 'yota[cuda]' ({e})"
                               ) from None
     return cupy
+
+
+def cupy_linalg(cp: Any, name: str, attrs: dict[str, Any], xs: list[Any], cxl: Any = None
+                ) -> list[Any]:
+    """The results of LAPACK-level op ``name`` on CuPy arrays (``yota.ir.ops.lapack``'s
+    contract; batched ops loop over the batch where CuPy has no batched routine).
+    ``cp``/``cxl``: the ``cupy`` and ``cupyx.scipy.linalg`` modules (tests hand NumPy
+    stand-ins)."""
+    if cxl is None:
+        from cupyx.scipy import linalg as cxl
+
+    a = xs[0]
+    if name == "cholesky":
+        return [cp.linalg.cholesky(cp.tril(a))]
+    if name == "solve":
+        return [cp.linalg.solve(a, xs[1])]
+    if name == "eigh":
+        return list(cp.linalg.eigh(a, UPLO="L" if attrs["lower"] else "U"))
+    if name == "svd":
+        return list(cp.linalg.svd(a, full_matrices=attrs["full_matrices"]))
+    if name == "svdvals":
+        return [cp.linalg.svd(a, compute_uv=False)]
+    per = {"qr": lambda m: cp.linalg.qr(m, mode="reduced"),
+           "lu": lambda m: _lu_perm(cp, *cxl.lu_factor(m)),
+           "triangular_solve": lambda m, b: (cxl.solve_triangular(
+               m, b, trans=1 if attrs["transpose"] else 0, lower=attrs["lower"],
+               unit_diagonal=attrs["unit_diagonal"]),)}[name]
+    batch = a.shape[:-2]
+    outs = [per(*(x[i] for x in xs)) for i in np.ndindex(*batch)] if batch else [per(*xs)]
+    return [cp.stack([o[j] for o in outs]).reshape(batch + outs[0][j].shape)
+            for j in range(len(outs[0]))]
+
+
+def _lu_perm(cp: Any, lu: Any, piv: Any) -> tuple[Any, Any]:
+    """``lu_factor``'s row interchanges (0-based) as the permutation ``a[perm] == L U``."""
+    perm = np.arange(lu.shape[-1])
+    for i, j in enumerate(cp.asnumpy(piv)):
+        perm[[i, j]] = perm[[j, i]]
+    return lu, cp.asarray(perm)
 
 
 class CupyDevice:
@@ -115,6 +154,20 @@ class CupyDevice:
 
     def matmul(self, a: Any, b: Any, out: Any) -> None:
         self.cp.matmul(a, b, out=out)
+
+    def linalg(self, name: str, attrs: dict[str, Any], ins: list[Any], outs: list[Any]
+               ) -> None:
+        """LAPACK-level op ``name`` through ``cupy.linalg``/``cupyx.scipy.linalg``
+        (cuSOLVER), in float64 as ``np.linalg``, into the ``outs`` views; a failure on
+        the values raises NumPy's ``LinAlgError`` (``cupyx.errstate(linalg="raise")``,
+        which synchronizes)."""
+        import cupyx
+
+        cp = self.cp
+        with cupyx.errstate(linalg="raise"):
+            res = cupy_linalg(cp, name, attrs, [a.astype(cp.float64) for a in ins])
+        for o, r in zip(outs, res, strict=True):
+            o[...] = r
 
     def read(self, addr: int, nbytes: int) -> bytes:
         return self.view(addr, (nbytes,), (1,), np.dtype(np.uint8)).get().tobytes()
@@ -224,6 +277,11 @@ class CudaExecutable:
             elif type(step) is Gemm:
                 prog.append((Gemm, *((slot(v.ref), v.shape, v.strides, v.dtype)
                                      for v in (step.a, step.b, step.out))))
+            elif type(step) is Linalg:
+                views = lambda vs: tuple((slot(v.ref), v.shape, v.strides, v.dtype)  # noqa: E731
+                                         for v in vs)
+                prog.append((Linalg, step.op, dict(step.attrs), views(step.ins),
+                             views(step.outs), step.failure))
             else:
                 assert isinstance(step, Call)
                 prog.append((Call, self.module.plans[step.callee], tuple(map(slot, step.ins)),
@@ -250,10 +308,26 @@ class CudaExecutable:
             elif kind is Gemm:
                 dev.matmul(*(dev.view(addrs[i] + o, shape, strides, dt)
                              for (i, o), shape, strides, dt in step[1:]))
+            elif kind is Linalg:
+                self._linalg(step, addrs)
             else:
                 _, callee, cins, couts, (wi, wo) = step
                 self._run(callee, [addrs[i] + o for i, o in cins],
                           [addrs[i] + o for i, o in couts], addrs[wi] + wo, status)
+
+    def _linalg(self, step: tuple[Any, ...], addrs: list[int]) -> None:
+        """A LAPACK-level op on the device (``dev.linalg``); NumPy's ``LinAlgError`` (a
+        matrix that is singular or not positive definite...) becomes the op's record."""
+        _, name, attrs, ins, outs, code = step
+        dev = self.device
+        views = lambda vs: [dev.view(addrs[i] + o, shape, strides, dt)  # noqa: E731
+                            for (i, o), shape, strides, dt in vs]
+        try:
+            dev.linalg(name, attrs, views(ins), views(outs))
+        except np.linalg.LinAlgError as e:
+            if not code:
+                raise
+            raise linalg_failure(self.module.failures[code - 1], 1) from e
 
     def _check(self, raw: bytes) -> None:
         code = int(np.frombuffer(raw, np.uint64, count=1)[0])
