@@ -150,6 +150,21 @@ def _shape(g: FnLowering, op: Op) -> None:
         g.copy(x.shape, g.loc(x), x.dtype, dst)
 
 
+@register(_SHARED, "update_slice")
+def _update_slice(g: FnLowering, op: Op) -> None:
+    """``x`` copied (unless the plan put the result in place of ``x``), then the update
+    copied into the strided region."""
+    x, u = op.operands
+    r = op.result
+    out, lx = g.loc(r), g.operand_loc(g.op_index, 0, x)
+    if lx != out:
+        g.copy(r.shape, lx, r.dtype, out)
+    start, step = op.attrs["start"], op.attrs["step"]
+    off = out.offset + sum(a * s for a, s in zip(start, out.strides, strict=True))
+    st = tuple(s * c for s, c in zip(out.strides, step, strict=True))
+    g.copy(u.shape, g.operand_loc(g.op_index, 1, u), u.dtype, Loc(out.storage, off, st))
+
+
 @register(_SHARED, "const")
 def _const(g: FnLowering, op: Op) -> None:
     """Constants are placed by the layout (globals, uploads or splats): no code."""

@@ -144,8 +144,8 @@ def iadd(x: np.ndarray) -> Any:
 
 
 def imul(x: np.ndarray) -> Any:
-    y = x * 2
-    y *= x
+    y = x[1:]  # a view of the argument: writing it would change the caller's x
+    y *= x[1:]
     return y
 
 

@@ -491,8 +491,6 @@ REFUSED: list[tuple[str, Callable[..., Any], str]] = [
     ("tile_traced_reps", lambda x: np.tile(x, np.argmax(x) + 1), "np.tile's reps"),
     ("pad_mode", lambda x: np.pad(x, 1, mode="median"), "mode='median'"),
     ("pad_odd", lambda x: np.pad(x, 1, mode="reflect", reflect_type="odd"), "reflect_type"),
-    ("put_along_axis", lambda x: np.put_along_axis(x * 1, np.array([0]), 1.0, axis=0),
-     "np.put_along_axis"),
     ("r_matrix", lambda x: np.r_["r", x, x], "np.r_['r', ...]"),
     ("where_one_argument", lambda x: x[np.where(x > 0)[0]], "np.where(condition)"),
     ("einsum_subscripts", lambda x: np.einsum("i->j", x), "einsum"),

@@ -109,7 +109,7 @@ def test_play_of_a_tape_reports_the_failed_branch() -> None:
 # -- 3. values that would leave the trace ---------------------------------------------------
 def test_storing_a_traced_value_into_a_plain_array_is_an_error_naming_the_line() -> None:
     def f(x: np.ndarray) -> Any:
-        y = np.zeros(2)
+        y = np.array([0.0, 0.0])  # a plain array (np.zeros would make a traced one)
         y[0] = np.max(x)  # NumPy would call float(): the gradient would be lost
         return np.sum(y * 3.0)
 

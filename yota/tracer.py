@@ -33,6 +33,7 @@ from yota.ir.errors import TraceError, UnsupportedError, YotaError
 from yota.ir.types import DTYPE_NAMES, TensorType
 
 from . import structs
+from .aliasing import Storage, creations, permutation, positions, shares
 from .numpy import registry  # importing yota.numpy registers every family
 from .numpy.building import constructors
 from .tape import Entry, Loc, Tape, Var
@@ -78,15 +79,17 @@ class TraceContext:
                              f"(defined at {tape.loc}): {e}") from None
 
     def _input(self, argnum: int, arg: Any) -> Any:
+        owner = f"argument {self.tape.argnames[argnum]!r}" if argnum < len(
+            self.tape.argnames) else f"argument {argnum}"
         if structs.is_leaf(arg):
-            t = Tracer(self, None, _leaf_value(arg), (argnum, ()))
+            t = Tracer(self, None, _leaf_value(arg), (argnum, ()), _caller(owner))
             t._var = self._input_entry(argnum, arg, t.type, t.weak)
             self.leaves.append(t)
             return t
         self._input_entry(argnum, arg, None, False)
 
         def make(path: tuple[Any, ...], leaf: Any) -> Tracer:
-            t = Tracer(self, None, _leaf_value(leaf, path), (argnum, path))
+            t = Tracer(self, None, _leaf_value(leaf, path), (argnum, path), _caller(owner))
             self.leaves.append(t)
             return t
 
@@ -140,6 +143,14 @@ class TraceContext:
         self.arrays[key] = (arr, var)  # keeps arr alive so its id stays unique
         return var
 
+    def const_var(self, value: Any, weak: bool = False) -> Var:
+        """A constant of the trace made by the function itself (a fresh array and what was
+        computed from fresh arrays only): its current value, copied."""
+        a = np.array(value, copy=True)
+        var = self.tape.new_var(TensorType(a.dtype, a.shape), weak)
+        self.tape.add(Entry("const", [var], value=a))
+        return var
+
     def guard(self, t: Tracer, kind: str, expected: Any,
               error: UnsupportedError | None = None) -> Any:
         """Record that Python took ``expected`` from ``t``. ``error``: the conversion is
@@ -151,6 +162,10 @@ class TraceContext:
         self.tape.add(Entry("guard", [], "", (t.tape_var,), value=expected,
                             loc=user_loc(), extra={"kind": kind, "expected": expected}))
         return expected
+
+
+def _caller(owner: str) -> Storage | None:
+    return Storage(const=False, owner=owner)
 
 
 def _leaf_value(x: Any, path: tuple[Any, ...] = ()) -> Any:
@@ -175,7 +190,8 @@ def active(ctx: TraceContext) -> Iterator[None]:
         stack = _local.stack = []
     stack.append(ctx)
     try:
-        with constructors(lambda x: isinstance(x, Tracer), call):  # np.array([traced, ...])
+        with constructors(lambda x: isinstance(x, Tracer), call), \
+                creations(lambda a: Tracer(ctx, None, a, store=Storage(const=True))):
             yield
     finally:
         stack.pop()
@@ -241,14 +257,39 @@ def _method(name: str) -> Method:
     return method
 
 
-def _inplace(op: str) -> Method:
+def _inplace(name: str, op: str) -> Method:
+    """``x op= y``: NumPy computes ``x op y`` into ``x`` (same-kind casting); on an
+    immutable scalar (a NumPy scalar, a Python number) it rebinds the name instead."""
+
     def method(self: Tracer, other: Any) -> Any:
-        raise UnsupportedError(
-            f"in-place '{op}' on a traced array at {where()}: it would mutate an array "
-            f"that the program reads elsewhere. Write x = x {op[:-1]} y instead"
-        )
+        if isinstance(other, str):
+            return NotImplemented
+        r = call_operator(name, self, other)
+        if self._store is None:
+            return r
+        _check_cast(r, self, name)
+        assign(self, Ellipsis, r, f"in-place '{op}'",
+                      f"Write x = x {op[:-1]} y instead, or operate on a copy (x.copy())")
+        return self
 
     return method
+
+
+def _check_cast(r: Any, dst: Tracer, name: str) -> None:
+    rt = np.asarray(r.value if isinstance(r, Tracer) else r).dtype
+    if not np.can_cast(rt, dst.dtype, casting="same_kind"):
+        raise TypeError(f"Cannot cast ufunc '{name}' output from {rt!r} to {dst.dtype!r} "
+                        f"with casting rule 'same_kind' (at {where()})")
+
+
+def _plain_keys(key: Any) -> Any:
+    """Constants of the trace in an index are the plain values NumPy would see."""
+    if isinstance(key, tuple):
+        return tuple(_plain_keys(k) for k in key)
+    if isinstance(key, Tracer) and key.is_const:
+        v = key.value
+        return int(v) if np.ndim(v) == 0 and v.dtype.kind in "iu" else v
+    return key
 
 
 def _ranges_as_arrays(key: Any) -> Any:
@@ -291,21 +332,44 @@ class UnsupportedAttribute(UnsupportedError, AttributeError):
 class Tracer:
     """A traced array: behaves like a NumPy array and records what is done with it."""
 
-    __slots__ = ("_ctx", "_var", "value", "_path", "__weakref__")
+    __slots__ = ("_ctx", "_var", "value", "_path", "_store", "_link", "_ver", "_cst",
+                 "__weakref__")
     __array_priority__ = 1000.0
 
     def __init__(self, ctx: TraceContext, var: Var | None, value: Any,
-                 path: tuple[Any, ...] = ()) -> None:
+                 path: tuple[Any, ...] = (), store: Storage | None = None,
+                 const: bool = False) -> None:
         self._ctx = ctx
         self._var = var
         self.value = value
         self._path = path
+        # the memory this array shares with its views (None: an immutable scalar)
+        self._store = store if isinstance(value, np.ndarray) else None
+        self._link: ViewLink | None = None  # how this view is made from its parent
+        self._ver = 0  # the storage version _var is of
+        self._cst = const  # a scalar that is a constant of the trace
 
     @property
     def tape_var(self) -> Var:
+        s = self._store
+        if s is not None and self._ver != s.version:  # written since: derive it again
+            self._ver = s.version
+            if s.const:
+                self._var = None
+            elif self._link is not None:
+                self._var = self._link.redo()
         if self._var is None:
-            self._var = self._ctx.leaf_var(self)
+            if self.is_const:
+                self._var = self._ctx.const_var(self.value, self.weak)
+            else:
+                self._var = self._ctx.leaf_var(self)
         return self._var
+
+    @property
+    def is_const(self) -> bool:
+        """Whether the value is a constant of the trace (made from no traced input)."""
+        s = self._store
+        return s.const if s is not None else self._cst
 
     @property
     def weak(self) -> bool:
@@ -329,6 +393,11 @@ class Tracer:
 
     # -- NumPy protocols: np.<ufunc>(x) and np.<function>(x) --------------------------------
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "at":
+            return ufunc_at(ufunc, *inputs)
+        out = kwargs.pop("out", None)
+        if out is not None:
+            return ufunc_out(self, ufunc, method, inputs, kwargs, out)
         name, inputs, kwargs = registry.resolve_ufunc(ufunc, method, inputs, kwargs)
         return call(name, *inputs, **kwargs)
 
@@ -337,9 +406,14 @@ class Tracer:
         query = registry.QUERIES.get(func)
         if query is not None:  # np.shape, np.ndim, np.size: Python values, as x.shape
             return query(*to_value(args), **kwargs)
+        write = WRITE_FUNCTIONS.get(func)
+        if write is not None:  # np.copyto, np.put_along_axis, np.put: writes
+            return write(*args, **kwargs)
         return call(registry.resolve_function(func), *args, **kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self.is_const:  # a constant of the trace is the plain array it holds
+            return np.asarray(self.value, dtype=dtype)
         raise UnsupportedError(
             f"a traced value is converted to a plain NumPy array at {where()}: the result "
             "would be a constant cut off from the inputs. This happens when a ufunc gets a "
@@ -381,9 +455,13 @@ class Tracer:
     __neg__, __pos__ = _unary("negative"), _unary("positive")
     __abs__, __invert__ = _unary("absolute"), _unary("invert")
 
-    # in-place operators would mutate an array the program reads elsewhere: refused
-    __iadd__, __isub__, __imul__ = _inplace("+="), _inplace("-="), _inplace("*=")
-    __itruediv__, __ipow__, __imatmul__ = _inplace("/="), _inplace("**="), _inplace("@=")
+    # in-place operators: a new version of the array (``assign`` below)
+    __iadd__, __isub__ = _inplace("add", "+="), _inplace("subtract", "-=")
+    __imul__, __itruediv__ = _inplace("multiply", "*="), _inplace("divide", "/=")
+    __ifloordiv__, __imod__ = _inplace("floor_divide", "//="), _inplace("remainder", "%=")
+    __ipow__, __imatmul__ = _inplace("power", "**="), _inplace("matmul", "@=")
+    __iand__, __ior__ = _inplace("bitwise_and", "&="), _inplace("bitwise_or", "|=")
+    __ixor__ = _inplace("bitwise_xor", "^=")
 
     # -- array methods and properties --------------------------------------------------------
     sum, mean, prod = _method("sum"), _method("mean"), _method("prod")
@@ -423,7 +501,7 @@ class Tracer:
         return call("clip", self, min, max, **kw)  # ndarray.clip: either bound may be left out
 
     def __getitem__(self, key: Any) -> Any:
-        key = _constant_masks_as_indices(_ranges_as_arrays(key))
+        key = _constant_masks_as_indices(_ranges_as_arrays(_plain_keys(key)))
         if isinstance(key, Tracer) and key.dtype.kind == "b" and key.shape == \
                 self.shape[:key.ndim]:
             return MaskSelection(self, key)  # only its size can be read: a guard
@@ -435,26 +513,54 @@ class Tracer:
         return call("getitem", self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        raise UnsupportedError(
-            f"in-place assignment x[...] = ... to a traced array at {where()}: Yota "
-            "differentiates pure functions. Build a new array instead (np.where(mask, new, x), "
-            "np.concatenate, or arithmetic)"
-        )
+        """``x[key] = value``: a new version of ``x`` (and of the arrays sharing its
+        memory), as ``assign`` describes."""
+        key = _constant_masks_as_indices(_ranges_as_arrays(_plain_keys(key)))
+        if isinstance(key, Tracer) and key.dtype.kind == "b" and key.ndim > 0:
+            assign_mask(self, key, value)
+            return
+        for k in key if isinstance(key, tuple) else (key,):
+            if _is_mask(k):
+                raise UnsupportedError(
+                    f"boolean mask assignment with a traced mask inside a tuple index at "
+                    f"{where()}: use x[mask] = v with one mask, or np.where(mask, v, x)")
+        if isinstance(value, MaskedUpdate):
+            raise UnsupportedError(f"x[mask] op= v is written back with another index at "
+                                   f"{where()}: write x[mask] = np.where(...) instead")
+        if isinstance(value, (list, tuple)) and find_context(value) is not None:
+            value = np.array(value)  # traced: np.array of traced values is recorded
+        assign(self, key, value, "x[...] = ...", "Write into a copy (y = x.copy(); "
+                      "y[...] = ...), or build a new array (np.where(mask, new, x), "
+                      "np.concatenate, arithmetic)")
+
+    def fill(self, value: Any) -> None:
+        assign(self, Ellipsis, value, "x.fill(...)", "Use np.full_like(x, value)")
+
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
 
     # -- Python conversions: guards ------------------------------------------------------
     def __bool__(self) -> bool:
+        if self.is_const:
+            return bool(self.value)
         return self._ctx.guard(self, "bool", bool(self.value), store_error("bool"))
 
     def __int__(self) -> int:
+        if self.is_const:
+            return int(self.value)
         forbid_math("int")
         return self._ctx.guard(self, "int", int(self.value), store_error("int"))
 
     def __index__(self) -> int:
         if np.asarray(self.value).dtype.kind not in "biu":
             raise TypeError("only integer arrays can be used as an index")
+        if self.is_const:
+            return int(self.value)
         return self._ctx.guard(self, "int", int(self.value))
 
     def __float__(self) -> float:
+        if self.is_const:
+            return float(self.value)
         forbid_math("float")
         return self._ctx.guard(self, "float", float(self.value), store_error("float"))
 
@@ -465,10 +571,14 @@ class Tracer:
     def item(self) -> Any:
         """The Python number, as ``float()``/``int()``/``bool()`` give it: a guard."""
         value = np.asarray(self.value).item()
+        if self.is_const:
+            return value
         kind = {bool: "bool", int: "int"}.get(type(value), "float")
         return self._ctx.guard(self, kind, value)
 
     def tolist(self) -> Any:
+        if self.is_const:
+            return np.asarray(self.value).tolist()
         raise UnsupportedError(
             f"tolist() of a traced array at {where()} would turn it into Python numbers "
             "(constants of the trace). Iterate over the array, or index it, instead")
@@ -487,16 +597,22 @@ class Tracer:
 class MaskSelection:
     """``x[mask]`` with a traced mask: a value whose shape depends on the data. Its size,
     shape and length can be read (the number of True entries is a guard, like ``int()``:
-    a replay with another count retraces); anything else is an error naming the line,
-    since no compiled program can hold it."""
+    a replay with another count retraces); ``x[mask] op= v`` writes ``x`` where the mask
+    holds; anything else is an error naming the line, since no compiled program can hold
+    it."""
 
     def __init__(self, x: Tracer, mask: Tracer) -> None:
-        n = int(call("count_nonzero", mask))
-        self.shape = (n, *x.shape[mask.ndim:])
-        self.ndim = len(self.shape)
-        self.size = int(np.prod(self.shape))
+        self.x, self.mask = x, mask
         self.dtype = x.dtype
         self._loc = where()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        n = int(call("count_nonzero", self.mask))
+        return (n, *self.x.shape[self.mask.ndim:])
+
+    ndim = property(lambda self: self.x.ndim - self.mask.ndim + 1)
+    size = property(lambda self: int(np.prod(self.shape)))
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -514,6 +630,37 @@ class MaskSelection:
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _refuse
     __rtruediv__ = __pow__ = __matmul__ = __rmatmul__ = __neg__ = __getitem__ = _refuse
     __iter__ = __float__ = __int__ = __bool__ = __lt__ = __gt__ = __le__ = __ge__ = _refuse
+
+
+def _masked(name: str) -> Method:
+    """``x[mask] op= v``: ``x op v`` where the mask holds (``v`` broadcast over the
+    selected rows), written back by the ``x[mask] = ...`` that Python runs next."""
+
+    def method(self: MaskSelection, other: Any) -> Any:
+        rest = self.x.shape[self.mask.ndim:]
+        oshape = np.shape(other.value if isinstance(other, Tracer) else other)
+        if len(oshape) > len(rest) and not (len(oshape) == len(rest) + 1 and oshape[0] == 1):
+            raise UnsupportedError(
+                f"x[mask] op= v at {where()} with one value per selected element: the number "
+                "of selected elements depends on the data. Write x = np.where(mask, x op v, x) "
+                "with v of x's shape")
+        return MaskedUpdate(self.x, self.mask, call_operator(name, self.x, other))
+
+    return method
+
+
+for _op, _name in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                   ("truediv", "divide"), ("floordiv", "floor_divide"), ("mod", "remainder"),
+                   ("pow", "power"), ("and", "bitwise_and"), ("or", "bitwise_or"),
+                   ("xor", "bitwise_xor")]:
+    setattr(MaskSelection, f"__i{_op}__", _masked(_name))
+
+
+class MaskedUpdate:
+    """The value of ``x[mask] op= v`` before it is stored back: ``x op v`` everywhere."""
+
+    def __init__(self, x: Tracer, mask: Tracer, full: Tracer) -> None:
+        self.x, self.mask, self.full = x, mask, full
 
 
 # -- recording ------------------------------------------------------------------------
@@ -588,20 +735,40 @@ def _all_weak(args: Any) -> bool:
     return bool(tracers) and not arrays and all(t.weak for t in tracers)
 
 
+def _tracers(x: Any) -> Iterator[Tracer]:
+    if isinstance(x, Tracer):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tracers(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _tracers(v)
+    elif isinstance(x, slice):
+        yield from _tracers((x.start, x.stop, x.step))
+
+
 def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
            forward: Callable[..., Any], extra: Any = None, display: str | None = None,
-           python_op: bool = False) -> Any:
+           python_op: bool = False, link: bool = True) -> Any:
     """Run ``forward`` on the example values and record it on the tape as ``key``.
 
     The result is weak (a Python scalar, NEP 50) when every traced input is weak and
     the operation is a Python operator or returns a Python scalar itself; NumPy
-    functions return strong NumPy scalars (``np.exp(1.0)`` is an ``np.float64``)."""
+    functions return strong NumPy scalars (``np.exp(1.0)`` is an ``np.float64``).
+
+    When every traced input is a constant of the trace (made by the function from no
+    input), nothing is recorded: the result is a constant too. A result that shares memory
+    with an input (NumPy made a view) shares its storage (``yota.aliasing``); ``link``:
+    remember how to derive it again after a write (off for replays and writes)."""
     ctx = find_context(args, kwargs)
     if ctx is None:
         return forward(*args, **kwargs)
     loc = user_loc(2)
-    tape_args = to_tape(ctx, args)
-    tape_kwargs = {k: to_tape(ctx, v) for k, v in kwargs.items()}
+    ins = list(_tracers((args, kwargs)))
+    const = all(t.is_const for t in ins)
+    tape_args = None if const else to_tape(ctx, args)
+    tape_kwargs = None if const else {k: to_tape(ctx, v) for k, v in kwargs.items()}
     try:
         with np.errstate(all="ignore"):
             value = forward(*to_value(args), **{k: to_value(v) for k, v in kwargs.items()})
@@ -616,19 +783,54 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     multi = isinstance(value, (list, tuple))
     values = list(value) if multi else [value]
     outs, tracers = [], []
-    for v in values:
-        v = _normalize_output(v, weak, key, loc)
-        var = ctx.tape.new_var(TensorType(np.asarray(v).dtype, np.shape(v)), weak)
+    for j, raw in enumerate(values):
+        v = _normalize_output(raw, weak, key, loc)
+        var = None if const else ctx.tape.new_var(TensorType(np.asarray(v).dtype,
+                                                             np.shape(v)), weak)
         outs.append(var)
-        tracers.append(Tracer(ctx, var, v))
-    ctx.tape.add(Entry("call", outs, display or key, tape_args, tape_kwargs,
-                       value=[t.value for t in tracers] if multi else tracers[0].value,
-                       loc=loc, extra=extra))
+        t = Tracer(ctx, var, v, const=const)
+        if isinstance(raw, np.ndarray) and isinstance(t.value, np.ndarray):
+            t._store = _storage_of(raw, ins, args, kwargs, const)
+            t._ver = t._store.version
+            if link and t._store is not None and t._store.owner is None and any(
+                    shares(raw, x.value) for x in ins):
+                parent = next(x for x in ins if shares(raw, x.value))
+                t._link = ViewLink(parent, key, args, kwargs, forward, j if multi else None,
+                                   python_op)
+        tracers.append(t)
+    if not const:
+        ctx.tape.add(Entry("call", outs, display or key, tape_args, tape_kwargs,
+                           value=[t.value for t in tracers] if multi else tracers[0].value,
+                           loc=loc, extra=extra))
     if multi:
         if hasattr(value, "_fields"):  # a named tuple (np.linalg.slogdet's, eigh's...)
             return type(value)(*tracers)
         return type(value)(tracers) if isinstance(value, tuple) else tracers
     return tracers[0]
+
+
+def _storage_of(raw: np.ndarray, ins: list[Tracer], args: Any, kwargs: Any,
+                const: bool) -> Storage:
+    """The storage of a new result: its operand's if NumPy made a view of it, a storage
+    owned by the caller if it views a plain array from outside, else a new one."""
+    for x in ins:
+        if shares(raw, x.value) and x._store is not None:
+            return x._store
+    plain = [a for a in _flat((args, kwargs)) if isinstance(a, np.ndarray)]
+    if any(shares(raw, a) for a in plain):
+        return Storage(const=const, owner="an array from outside the function")
+    return Storage(const=const)
+
+
+def _flat(x: Any) -> Iterator[Any]:
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _flat(v)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _flat(v)
+    else:
+        yield x
 
 
 class OperandError(TraceError, ValueError):
@@ -657,3 +859,260 @@ def _normalize_output(v: Any, weak: bool, key: str, loc: Loc | None) -> Any:
         raise TraceError(f"'{key}' at {at} produced dtype {a.dtype}, which Yota does not "
                          "support (float32, float64, int32, int64, bool)")
     return a
+
+
+# -- writes: functionalized in-place assignment ---------------------------------------------------
+# A write into a traced array ``t`` (``t[key] = v``, ``t += v``, ``np.add.at``, ``out=``...)
+# is performed on the example values (NumPy's own semantics, views included) and recorded
+# as a new SSA version of ``t``: a ``setitem``/``setmask``/``add_at`` entry whose result
+# is the whole array after the write. Up the chain of views to the base, each parent gets a
+# new version too (``ViewLink.undo``); the storage's version is bumped, so every other view
+# of the memory is derived again from its parent when it is next read (``ViewLink.redo``).
+# Arrays the caller owns (arguments and views of them) are never written.
+class ViewLink:
+    """How a view was made from its parent: the recorded call, replayed to derive the view
+    again after a write (``redo``), and the write that stores a new value of the view
+    into the parent (``undo``)."""
+
+    __slots__ = ("parent", "key", "args", "kwargs", "forward", "index", "python_op")
+
+    def __init__(self, parent: Tracer, key: str, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], forward: Callable[..., Any], index: int | None,
+                 python_op: bool) -> None:
+        self.parent, self.key, self.args, self.kwargs = parent, key, args, kwargs
+        self.forward, self.index, self.python_op = forward, index, python_op
+
+    def redo(self) -> Var:
+        out = record(self.key, self.args, self.kwargs, self.forward,
+                     python_op=self.python_op, link=False)
+        t = out[self.index] if self.index is not None else out
+        return t.tape_var
+
+    def undo(self, child: Tracer, new: Var) -> Var:
+        p = self.parent
+        upd = Tracer(p._ctx, new, child.value)
+        if self.key == "getitem" and self.index is None and self.args[0] is p:
+            return _entry("setitem", p, self.args[1], upd, vshape=child.shape)
+        pos = positions(p.value, child.value)
+        if pos is None:
+            raise UnsupportedError(f"a write at {where()} goes through a view made by "
+                                   f"{self.key}, which Yota cannot write through: write into "
+                                   "the array it views instead")
+        if pos.size == p.value.size and np.array_equal(pos.ravel(), np.arange(pos.size)):
+            return _entry("reshape", upd, p.shape)
+        perm = permutation(p.shape, pos)
+        if perm is not None:
+            return _entry("transpose", upd, tuple(int(a) for a in np.argsort(perm)))
+        return _entry("setflat", p, pos, upd)
+
+
+def _entry(name: str, *args: Any, **kwargs: Any) -> Var:
+    """Record table entry ``name`` (a new version of an array); its tape variable."""
+    out = record(name, args, kwargs, registry.TABLE[name].forward, link=False)
+    return out.tape_var
+
+
+def _write(t: Tracer, what: str, fix: str, new_var: Callable[[], Var],
+           concrete: Callable[[], None], const: bool) -> None:
+    """Write into ``t``: ``new_var()`` records its new version, ``concrete()`` writes the
+    example values; ``const``: the value written is a constant of the trace."""
+    s = t._store
+    if s is None:
+        raise TypeError(f"'{type(t.value).__name__}' object does not support item "
+                        f"assignment (a NumPy scalar, at {where()})")
+    if s.owner is not None:
+        raise UnsupportedError(
+            f"{what} at {where()} would mutate {s.owner}, an array the caller owns: Yota "
+            f"never changes the caller's arrays. {fix}")
+    if not t.value.flags.writeable:
+        raise ValueError(f"assignment destination is read-only (at {where()})")
+    if s.const:
+        if const:  # constants stay constants: nothing to record
+            concrete()
+            s.version += 1
+            return
+        root = t
+        while root._link is not None:
+            root = root._link.parent
+        s.const = False
+        s.version += 1  # every view is derived from the root again
+        root._var, root._ver = t._ctx.const_var(root.value), s.version
+    chain = [(t, new_var())]
+    child = t
+    while child._link is not None:
+        chain.append((child._link.parent, child._link.undo(child, chain[-1][1])))
+        child = child._link.parent
+    concrete()
+    s.version += 1
+    for tr, var in chain:
+        tr._var, tr._ver = var, s.version
+
+
+def _probe(t: Tracer, key: Any, value: Any) -> tuple[int, ...]:
+    """The shape of ``t[key]``; a NumPy error (as OperandError) if ``value`` cannot be
+    stored there."""
+    region = t.value[to_value(key)]
+    probe = np.ndarray(np.shape(region), t.dtype)
+    try:
+        probe[...] = to_value(value)
+    except ValueError as e:
+        raise OperandError(f"x[...] = value at {where()}: {e}") from e
+    return probe.shape
+
+
+def _same_region(v: Any, region: Any) -> bool:
+    return (isinstance(v, np.ndarray) and isinstance(region, np.ndarray)
+            and v.__array_interface__["data"] == region.__array_interface__["data"]
+            and v.shape == region.shape and v.strides == region.strides)
+
+
+def assign(t: Tracer, key: Any, value: Any, what: str, fix: str) -> None:
+    """``t[key] = value`` (a basic or integer-array index), NumPy's casting included."""
+    if isinstance(value, Tracer) and value._store is not None and \
+            value._store is t._store and value._ver == value._store.version and \
+            _same_region(value.value, t.value[to_value(key)]):
+        return  # x[i] += v: the view x[i] was written already
+    vshape = _probe(t, key, value)
+    const = all(x.is_const for x in _tracers((key, value)))
+    cur = t.value
+
+    def concrete() -> None:
+        cur[to_value(key)] = to_value(value)
+
+    _write(t, what, fix, lambda: _entry("setitem", t, key, value, vshape=vshape), concrete,
+           const)
+
+
+def assign_mask(t: Tracer, mask: Tracer, value: Any, left: bool = True) -> None:
+    """``t[mask] = value`` with a traced boolean mask (``left``: the mask indexes the
+    leading axes, as ``x[mask]`` does; else it broadcasts as ``where=`` does)."""
+    if left and mask.shape != t.shape[:mask.ndim]:
+        raise IndexError(f"boolean index of shape {mask.shape} does not match the indexed "
+                         f"array of shape {t.shape} (at {where()})")
+    full = isinstance(value, MaskedUpdate)
+    v = value.full if isinstance(value, MaskedUpdate) else value
+    vs = np.shape(to_value(v))
+    rest = t.shape[mask.ndim:] if left else t.shape
+    trimmed = vs[1:] if left and len(vs) == len(rest) + 1 and vs[:1] == (1,) else vs
+    if not full and (len(trimmed) > len(rest) or np.broadcast_shapes(trimmed, rest) != rest):
+        raise UnsupportedError(
+            f"x[mask] = v at {where()} with v of shape {vs}: one value per selected element "
+            "depends on the data. Write x = np.where(mask, v, x) with v of x's shape, or "
+            "store one value (or one row) for every selected element")
+    const = all(x.is_const for x in _tracers((mask, v)))
+    cur = t.value
+
+    def concrete() -> None:
+        m = np.broadcast_to(np.asarray(mask.value).reshape(
+            mask.shape + (1,) * (t.ndim - mask.ndim)) if left else mask.value, t.shape)
+        np.copyto(cur, np.broadcast_to(np.asarray(to_value(v)), t.shape), casting="unsafe",
+                  where=m)
+
+    _write(t, "x[mask] = ...", "Use np.where(mask, v, x)",
+           lambda: _entry("setmask", t, mask, v, left=left), concrete, const)
+
+
+def _destination(dst: Any, what: str) -> Tracer:
+    if not isinstance(dst, Tracer):
+        raise UnsupportedError(
+            f"{what} at {where()} writes traced values into a plain NumPy array: the "
+            "function would keep a constant cut off from its inputs. Create the array inside "
+            "the function (np.zeros, np.empty, x.copy()) or use the returned value")
+    return dst
+
+
+def ufunc_at(ufunc: np.ufunc, a: Any, indices: Any, b: Any = None) -> None:
+    """``np.add.at(a, indices, b)`` (and ``np.subtract.at``): repeated indices accumulate."""
+    what = f"np.{ufunc.__name__}.at"
+    t = _destination(a, what)
+    if ufunc not in (np.add, np.subtract) or b is None:
+        raise UnsupportedError(f"{what} at {where()} is not supported on traced arrays "
+                               "(np.add.at and np.subtract.at are)")
+    key = _constant_masks_as_indices(_ranges_as_arrays(_plain_keys(indices)))
+    v = -b if ufunc is np.subtract else b
+    vshape = _probe(t, key, v)
+    const = all(x.is_const for x in _tracers((key, v)))
+    cur = t.value
+
+    def concrete() -> None:
+        ufunc.at(cur, to_value(key), to_value(b))
+
+    _write(t, what, "Write x = x + np.bincount(...) or use a copy (y = x.copy())",
+           lambda: _entry("add_at", t, key, v, vshape=vshape), concrete, const)
+
+
+def ufunc_out(self: Tracer, ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
+              kwargs: dict[str, Any], out: Any) -> Any:
+    """``np.<ufunc>(..., out=y)``: the result is computed, then written into ``y``."""
+    outs = out if isinstance(out, tuple) else (out,)
+    what = f"np.{ufunc.__name__}(..., out=...)"
+    if len(outs) != 1:
+        raise UnsupportedError(f"{what} with several outputs at {where()} is not supported")
+    dst = _destination(outs[0], what)
+    mask = kwargs.pop("where", True)
+    r = self.__array_ufunc__(ufunc, method, *inputs, **kwargs)
+    _check_cast(r, dst, ufunc.__name__)
+    if mask is True:
+        assign(dst, Ellipsis, r, what, "Use the returned value")
+    else:
+        assign_mask(dst, mask if isinstance(mask, Tracer) else _const_tracer(dst, mask), r,
+                    left=False)
+    return dst
+
+
+def _const_tracer(like: Tracer, value: Any) -> Tracer:
+    return Tracer(like._ctx, None, np.asarray(value), store=Storage(const=True))
+
+
+def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    t = _destination(dst, "np.copyto")
+    sv = src.value if isinstance(src, Tracer) else src
+    if not isinstance(sv, (int, float, bool)) and not np.can_cast(
+            np.asarray(sv).dtype, t.dtype, casting=casting):  # type: ignore[arg-type]
+        raise TypeError(f"Cannot cast array data from {np.asarray(sv).dtype!r} to "
+                        f"{t.dtype!r} according to the rule {casting!r}")
+    if where is True:
+        assign(t, Ellipsis, src, "np.copyto", "Use the returned value of np.where")
+    else:
+        m = where if isinstance(where, Tracer) else _const_tracer(t, where)
+        assign_mask(t, m, src, left=False)
+
+
+def _put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None) -> None:
+    t = _destination(arr, "np.put_along_axis")
+    if axis is None:
+        t, axis = t.reshape(-1), 0
+    nd = t.ndim
+    axis = axis % nd if -nd <= axis < nd else axis
+    ishape = np.shape(to_value(indices))
+    key: list[Any] = []
+    for d in range(nd):
+        if d == axis:
+            key.append(indices)
+        else:
+            shape = [1] * nd
+            shape[d] = ishape[d] if d < len(ishape) else 1
+            key.append(np.arange(shape[d]).reshape(shape))
+    assign(t, tuple(key), values, "np.put_along_axis", "Use a copy (y = x.copy())")
+
+
+def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
+    t = _destination(a, "np.put")
+    if mode != "raise":
+        raise UnsupportedError(f"np.put(..., mode={mode!r}) at {where()} is not supported")
+    flat = t.reshape(-1)
+    if flat._store is not t._store:
+        raise UnsupportedError(f"np.put at {where()} into an array whose flattening is a "
+                               "copy: make it contiguous first")
+    iv = np.ravel(to_value(ind))
+    vals = np.resize(np.asarray(to_value(v)), iv.shape) if not isinstance(v, Tracer) or \
+        np.shape(v.value) != iv.shape else v
+    assign(flat, np.ravel(ind) if not isinstance(ind, Tracer) else ind.reshape(-1), vals,
+           "np.put", "Use a copy (y = x.copy())")
+
+
+WRITE_FUNCTIONS: dict[Any, Callable[..., Any]] = {
+    np.copyto: _copyto,
+    np.put_along_axis: _put_along_axis,
+    np.put: _put,
+}

@@ -121,10 +121,11 @@ def _index_value(g: FnGen, idx_vals: list[Value], locs: list[Loc], at: list[ir.V
 
 
 def _indexed(g: FnGen, op: Op, big: Value, small: Value, axis: int,
-             body: Callable[[ir.Value, ir.Value], None]) -> None:
-    """Walk ``small`` (the gathered shape); ``body(small_offset, big_offset)``."""
-    idx_vals = list(op.operands[1:])
-    locs = [g.operand_loc(g.op_index, 1 + m, v) for m, v in enumerate(idx_vals)]
+             body: Callable[[ir.Value, ir.Value], None], first: int = 1) -> None:
+    """Walk ``small`` (the gathered shape); ``body(small_offset, big_offset)``. The index
+    arrays are the operands from ``first`` on."""
+    idx_vals = list(op.operands[first:])
+    locs = [g.operand_loc(g.op_index, first + m, v) for m, v in enumerate(idx_vals)]
     nk, ni = len(idx_vals), idx_vals[0].ndim
     ls, lb = g.loc(small), g.loc(big)
 
@@ -172,6 +173,26 @@ def _scatter_add(g: FnGen, op: Op) -> None:
         b.store(new, p)
     if u.type.size:
         _indexed(g, op, r, u, op.attrs["axis"], body)
+
+
+@emitter("scatter")
+def _scatter(g: FnGen, op: Op) -> None:
+    """``x`` copied (unless the plan put the result in place of ``x``), then each update
+    stored at its index, in order (the last of repeated indices wins)."""
+    x, u = op.operands[:2]
+    r = op.result
+    lr, lx = g.loc(r), g.operand_loc(g.op_index, 0, x)
+    if lx != lr:
+        g.copy(r.shape, lx, r.dtype, lr)
+    mt = mem_type(r.dtype)
+    lu = g.operand_loc(g.op_index, 1, u)
+
+    def body(so: ir.Value, bo: ir.Value) -> None:
+        b = g.b
+        v = b.load(b.gep(g.bases[lu.storage], [so], source_etype=mt), typ=mt)
+        b.store(v, b.gep(g.bases[lr.storage], [bo], source_etype=mt))
+    if u.type.size:
+        _indexed(g, op, r, u, op.attrs["axis"], body, first=2)
 
 
 # -- arg reductions -------------------------------------------------------------------------

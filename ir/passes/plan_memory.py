@@ -14,7 +14,9 @@ stays parseable (``MemoryPlan.of(fn)`` reads it back):
   or zero strides), so it has its operand's buffer; a backend renders it by index
   arithmetic. A function output is never a view (it gets its own buffer, a copy);
 - in place: an elementwise op or kernel whose result has the buffer of one of its
-  operands overwrites it (each element is read before it is written, at one index);
+  operands overwrites it (each element is read before it is written, at one index); a
+  write (``update_slice``, ``scatter``: operand 0 with some elements replaced) whose
+  operand 0 dies there writes only the replaced elements into that operand's buffer;
 - ``mem_peak_bytes``: the sum of the buffer sizes, what the plan allocates;
 - ``mem_total_bytes``: the sum of the sizes of all intermediate and output values, what
   running without a plan would allocate;
@@ -40,6 +42,8 @@ from .base import Pass, PassContext
 # every backend copies it, so nothing downstream (BLAS operands, the same-index rule of
 # in-place updates) ever sees negative strides from the plan.
 VIEW_OPS = ("reshape", "transpose", "slice", "broadcast")
+# Ops whose result is operand 0 with some elements overwritten: in place when it dies.
+WRITE_OPS = ("update_slice", "scatter")
 ATTRS = ("mem_buffers", "mem_storage", "mem_peak_bytes", "mem_total_bytes", "mem_live_bytes")
 
 
@@ -77,6 +81,8 @@ def _in_place_operands(op: Op, callees: dict[str, Function]) -> list[list[int]]:
     opdef = get_opdef(op.name)
     if op.name == "fused":
         return _kernel_in_place(op, callees[op.attrs["callee"]])
+    if op.name in WRITE_OPS:  # x with some elements replaced: in place of a dying x
+        return [[0]]
     if not opdef.elementwise or op.name == "broadcast":
         return [[] for _ in op.results]
     return [[k for k, v in enumerate(op.operands)

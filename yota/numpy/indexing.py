@@ -104,3 +104,142 @@ def _gather(L: LoweringContext, x: Value, key: list[Any]) -> Value:
     rest = [ax for ax in range(x.ndim) if ax not in adv]
     x = b.transpose(x, perm=tuple(adv + rest)) if adv + rest != list(range(x.ndim)) else x
     return b.gather(x, *idx, axis=0)
+
+
+# -- writes: x[key] = v, x[mask] = v, np.add.at, as new versions of x ------------------------------
+def _set_forward(x: np.ndarray, key: Any, value: Any, vshape: Any = None) -> np.ndarray:
+    out = np.array(x, copy=True)
+    out[key] = value
+    return out
+
+
+def _add_at_forward(x: np.ndarray, key: Any, value: Any, vshape: Any = None) -> np.ndarray:
+    out = np.array(x, copy=True)
+    np.add.at(out, key, value)
+    return out
+
+
+def _setmask_forward(x: np.ndarray, mask: Any, value: Any, left: bool = True) -> np.ndarray:
+    m = np.asarray(mask)
+    if left:
+        m = m.reshape(m.shape + (1,) * (x.ndim - m.ndim))
+    out = np.array(x, copy=True)
+    np.copyto(out, np.broadcast_to(np.asarray(value), x.shape), casting="unsafe",
+              where=np.broadcast_to(m, x.shape))
+    return out
+
+
+def _setflat_forward(x: np.ndarray, pos: np.ndarray, value: Any) -> np.ndarray:
+    out = np.array(x, copy=True)
+    out.reshape(-1)[pos.ravel()] = np.broadcast_to(value, pos.shape).ravel()
+    return out
+
+
+@register("setitem", _set_forward)
+def _setitem(L: LoweringContext, outs: list[TensorType], x: Any, key: Any, value: Any,
+             vshape: Any = None) -> Value:
+    return lower_write(L, L.operand(x, None, None), key, value, tuple(vshape), add=False)
+
+
+@register("add_at", _add_at_forward)
+def _add_at(L: LoweringContext, outs: list[TensorType], x: Any, key: Any, value: Any,
+            vshape: Any = None) -> Value:
+    return lower_write(L, L.operand(x, None, None), key, value, tuple(vshape), add=True)
+
+
+@register("setmask", _setmask_forward)
+def _setmask(L: LoweringContext, outs: list[TensorType], x: Any, mask: Any, value: Any,
+             left: bool = True) -> Value:
+    o, b = outs[0], L.b
+    m = L.operand(mask, None, None)
+    if m.dtype.kind != "b":
+        m = b.ne(m, b.const(0, m.dtype, m.shape))
+    if left:
+        m = b.reshape_to(m, m.shape + (1,) * (o.ndim - m.ndim))
+    return b.select(b.broadcast_to(m, o.shape), L.operand(value, o.dtype, o.shape),
+                    L.operand(x, None, None))
+
+
+@register("setflat", _setflat_forward)
+def _setflat(L: LoweringContext, outs: list[TensorType], x: Any, pos: Any,
+             value: Any) -> Value:
+    o, b = outs[0], L.b
+    p = L.operand(pos, None, None)
+    n = p.type.size
+    xf = b.reshape_to(L.operand(x, None, None), (o.type.size if hasattr(o, "type") else
+                                                  int(np.prod(o.shape)),))
+    v = b.reshape_to(L.operand(value, o.dtype, p.shape), (n,))
+    new = b.scatter(xf, v, b.reshape_to(b.convert_to(p, I64), (n,)), axis=0)
+    return b.reshape_to(new, o.shape)
+
+
+def _index_shape(L: LoweringContext, k: Any) -> tuple[int, ...]:
+    t = L.type_of(k)
+    return t.shape if t is not None else np.shape(k)
+
+
+def _gathered_shape(L: LoweringContext, shape: tuple[int, ...], key: list[Any]) -> tuple[int, ...]:
+    """The shape ``_gather`` gives ``x[key]`` (before the final reshape) for ``x`` of
+    ``shape``, after the basic part of the key was applied."""
+    dims = [k for k in key if k is not None]
+    adv = [ax for ax, k in enumerate(dims) if not isinstance(k, slice)]
+    positions = [i for i, k in enumerate(key) if k is not None and not isinstance(k, slice)]
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    ishape = tuple(np.broadcast_shapes(*[_index_shape(L, dims[ax]) for ax in adv]))
+    if adjacent:
+        return shape[:adv[0]] + ishape + shape[adv[0] + len(adv):]
+    return ishape + tuple(shape[ax] for ax in range(len(shape)) if ax not in adv)
+
+
+def lower_write(L: LoweringContext, x: Value, key: Any, value: Any, vshape: tuple[int, ...],
+                add: bool) -> Value:
+    """``x`` after ``x[key] = value`` (``add``: ``np.add.at(x, key, value)``, repeated
+    indices accumulating): the region the basic part of the key selects is updated in
+    place of ``x`` (``update_slice``), through a ``scatter`` where the key has arrays."""
+    key = _expand(key, x.ndim, L)
+    dims = [k for k in key if k is not None]
+    advanced = any(_is_array_index(k, L) for k in dims)
+    b = L.b
+    bounds = [_bounds(k, ax, x.shape[ax], advanced) for ax, k in enumerate(dims)]
+    region = dict(start=tuple(s for s, _, _, _ in bounds), stop=tuple(s for _, s, _, _ in bounds),
+                  step=tuple(s for _, _, s, _ in bounds))
+    flips = tuple(ax for ax, (_, _, _, f) in enumerate(bounds) if f)
+    whole = (region["start"], region["stop"], region["step"]) == (
+        (0,) * x.ndim, x.shape, (1,) * x.ndim)
+    r = x if whole else b.slice(x, **region)
+    if flips:
+        r = b.flip(r, axes=flips)
+    v = L.operand(value, x.dtype, vshape)
+    if advanced:
+        v = b.reshape_to(v, _gathered_shape(L, r.shape, key))
+        new = _scatter(L, r, key, v, add)
+    else:
+        v = b.reshape_to(v, r.shape)
+        new = b.add(r, v) if add else v
+    if flips:
+        new = b.flip(new, axes=flips)
+    return new if whole else b.update_slice(x, new, **region)
+
+
+def _scatter(L: LoweringContext, x: Value, key: list[Any], v: Value, add: bool) -> Value:
+    """``x`` with ``x[key] = v`` (or ``+=``, accumulating) for the array part of ``key``."""
+    b = L.b
+    dims = [k for k in key if k is not None]
+    adv = [ax for ax, k in enumerate(dims) if not isinstance(k, slice)]
+    positions = [i for i, k in enumerate(key) if k is not None and not isinstance(k, slice)]
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    idx = [L.operand(dims[ax], None, None) for ax in adv]
+    shape = tuple(np.broadcast_shapes(*[i.shape for i in idx]))
+    idx = [b.broadcast_to(b.convert_to(i, I64), shape) for i in idx]
+    perm = tuple(adv + [ax for ax in range(x.ndim) if ax not in adv])
+    moved = not adjacent and perm != tuple(range(x.ndim))
+    axis = adv[0] if adjacent else 0
+    xt = b.transpose(x, perm=perm) if moved else x
+    if add:
+        new = b.add(xt, b.scatter_add(v, *idx, axis=axis, shape=xt.shape))
+    else:
+        new = b.scatter(xt, v, *idx, axis=axis)
+    if moved:
+        inv = tuple(int(a) for a in np.argsort(perm))
+        new = b.transpose(new, perm=inv)
+    return new

@@ -1,0 +1,165 @@
+"""Which traced arrays share memory, and how a write through one reaches the others.
+
+While tracing, every traced array holds its example value, a real NumPy array; NumPy
+itself decides whether an operation's result is a *view* of an operand (the two share
+memory) or a new array, and writes are performed on the example values too, so what
+user code sees while tracing is exactly what NumPy shows.
+
+On the tape, arrays are values in SSA form. Each traced array carries a ``Storage``
+record, shared by an array and all its views: a version number, bumped by every write,
+whether its content is still a constant of the trace, and who owns it (the function, or
+the caller: an argument's memory is never written). A view also remembers how it was made
+from its parent (``ViewLink``): a view whose version is older than its storage's is
+derived again from its parent when it is next read, and a write through a view makes a
+new version of each array up the chain to the base (``ViewLink.undo``).
+
+``creations`` makes ``np.zeros``, ``np.ones``, ``np.empty``, ``np.full`` (and their
+``*_like`` forms on plain arrays), ``np.eye`` and ``np.identity`` return traced constants
+while a trace runs, so that the function may write traced values into them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from yota.ir.types import DTYPE_NAMES
+
+
+class Storage:
+    """The memory shared by an array and its views: its version (one per write), whether
+    its content is a constant of the trace, and its owner when the function does not own
+    it (a description for error messages, e.g. "argument 'x'")."""
+
+    __slots__ = ("version", "const", "owner")
+
+    def __init__(self, const: bool, owner: str | None = None) -> None:
+        self.version = 0
+        self.const = const
+        self.owner = owner
+
+
+def shares(a: Any, b: Any) -> bool:
+    """Whether NumPy arrays ``a`` and ``b`` (example values) share memory."""
+    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.size > 0
+            and b.size > 0 and np.may_share_memory(a, b))
+
+
+def _byte_offsets(a: np.ndarray, origin: int) -> np.ndarray:
+    """The byte address of each element of ``a`` minus ``origin``."""
+    out = np.ndarray(a.shape, np.int64)
+    out[...] = a.__array_interface__["data"][0] - origin
+    for k, (n, s) in enumerate(zip(a.shape, a.strides, strict=True)):
+        shape = [1] * a.ndim
+        shape[k] = n
+        out += (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return out
+
+
+def positions(parent: np.ndarray, child: np.ndarray) -> np.ndarray | None:
+    """The flat (C-order) index into ``parent`` of each element of ``child``, a view of
+    ``parent``'s memory; None if some element of ``child`` is not one of ``parent``'s."""
+    origin = parent.__array_interface__["data"][0]
+    po = _byte_offsets(parent, origin).ravel()
+    co = _byte_offsets(child, origin)
+    order = np.argsort(po, kind="stable")
+    sp = po[order]
+    j = np.searchsorted(sp, co)
+    if np.any(j >= sp.size) or np.any(sp[np.minimum(j, sp.size - 1)] != co):
+        return None
+    return order[j]
+
+
+def permutation(parent_shape: tuple[int, ...], pos: np.ndarray) -> tuple[int, ...] | None:
+    """``perm`` with ``pos == arange(size).reshape(parent_shape).transpose(perm)``, if any."""
+    if pos.ndim != len(parent_shape):
+        return None
+    ar = np.arange(int(np.prod(parent_shape)), dtype=np.int64).reshape(parent_shape)
+    cstr = [int(s) // 8 for s in ar.strides]
+    perm: list[int] = []
+    for k, n in enumerate(pos.shape):
+        step = 0
+        if n > 1:
+            at = [0] * pos.ndim
+            at[k] = 1
+            step = int(pos[tuple(at)] - pos.flat[0])
+        cands = [j for j in range(len(parent_shape)) if j not in perm
+                 and parent_shape[j] == n and (n <= 1 or cstr[j] == step)]
+        if not cands:
+            return None
+        perm.append(cands[0])
+    t = tuple(perm)
+    return t if np.array_equal(ar.transpose(t), pos) else None
+
+
+# -- fresh arrays from NumPy's creation functions ---------------------------------------------
+_CREATIONS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
+              "full_like", "eye", "identity")
+_ORIGINAL: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _CREATIONS}
+_local = threading.local()
+_lock = threading.Lock()
+_installed = [0]
+
+
+def _wrapper(name: str) -> Callable[..., Any]:
+    original = _ORIGINAL[name]
+    empty = name.startswith("empty")
+    source = _ORIGINAL["zeros_like" if name.endswith("_like") else "zeros"] if empty else None
+
+    def create(*args: Any, **kwargs: Any) -> Any:
+        hooks = getattr(_local, "hooks", None)
+        if not hooks or _internal(sys._getframe(1).f_globals.get("__name__", "")):
+            return original(*args, **kwargs)
+        value = (source or original)(*args, **kwargs)  # np.empty: zeros, as good as any
+        if type(value) is not np.ndarray or value.dtype not in DTYPE_NAMES:
+            return value  # float16 and others stay plain: mixed with traced values, an error
+        return hooks[-1](value)
+
+    create.__name__ = original.__name__
+    create.__doc__ = original.__doc__
+    create.__wrapped__ = original  # type: ignore[attr-defined]
+    return create
+
+
+_WRAPPERS = {name: _wrapper(name) for name in _CREATIONS}
+
+
+def _internal(module: str) -> bool:
+    """Calls from NumPy itself and from Yota's own code get plain arrays."""
+    return module.split(".")[0] in ("numpy", "yota")
+
+
+@contextlib.contextmanager
+def creations(fresh: Callable[[np.ndarray], Any]) -> Iterator[None]:
+    """While the block runs, NumPy's creation functions called from this thread return
+    ``fresh(array)`` (a traced constant the function may write into).
+
+    >>> with creations(lambda a: ("fresh", a.shape)):
+    ...     np.zeros((2, 3))
+    ('fresh', (2, 3))
+    >>> type(np.zeros(2)).__name__
+    'ndarray'
+    """
+    stack = getattr(_local, "hooks", None)
+    if stack is None:
+        stack = _local.hooks = []
+    stack.append(fresh)
+    with _lock:
+        _installed[0] += 1
+        if _installed[0] == 1:
+            for name, w in _WRAPPERS.items():
+                setattr(np, name, w)
+    try:
+        yield
+    finally:
+        stack.pop()
+        with _lock:
+            _installed[0] -= 1
+            if _installed[0] == 0:
+                for name, f in _ORIGINAL.items():
+                    setattr(np, name, f)
