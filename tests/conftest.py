@@ -15,6 +15,6 @@ _CACHE = tempfile.mkdtemp(prefix="yota-test-cache-")
 os.environ["YOTA_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # settings that would change what the tests see: the cache switched off or capped, a
-# BLAS library chosen for AOT-compiled programs
-for _var in ("YOTA_CACHE", "YOTA_CACHE_MAX_BYTES", "YOTA_BLAS"):
+# BLAS library chosen for AOT-compiled programs, the whole run profiled (YOTA_PROFILE)
+for _var in ("YOTA_CACHE", "YOTA_CACHE_MAX_BYTES", "YOTA_BLAS", "YOTA_PROFILE", "YOTA_PROFILE_TRACE"):
     os.environ.pop(_var, None)
