@@ -125,6 +125,23 @@ def loss_w6(xp: Any) -> Callable[..., Any]:
     return loss
 
 
+def loss_w8(xp: Any) -> Callable[..., Any]:
+    """The negative log marginal likelihood of a Gaussian process with an RBF kernel:
+    K = variance * exp(-|xi - xj|^2 / (2 ell^2)) + noise * I, L = cholesky(K),
+    alpha = K^-1 y by two solves with L, nll = y.alpha / 2 + sum(log(diag(L))) +
+    n log(2 pi) / 2. Plain np.linalg: cholesky and solve."""
+    def loss(ell: Any, variance: Any, noise: Any, X: Any, y: Any) -> Any:
+        n = X.shape[0]
+        diff = X[:, None, :] - X[None, :, :]
+        K = variance * xp.exp(xp.sum(diff * diff, axis=-1) * (-0.5 / (ell * ell)))
+        K = K + noise * xp.eye(n)
+        L = xp.linalg.cholesky(K)
+        alpha = xp.linalg.solve(L.T, xp.linalg.solve(L, y))
+        return (0.5 * xp.sum(y * alpha) + xp.sum(xp.log(xp.diagonal(L)))
+                + 0.5 * n * math.log(2 * math.pi))
+    return loss
+
+
 # -- the hand-written NumPy gradients (the no-AD baseline) --------------------------------
 
 
@@ -195,6 +212,34 @@ def hand_w6(Wc: np.ndarray, bc: np.ndarray, X: np.ndarray) -> Result:
     dout = (2.0 / B) * t * (1 - t * t)  # d/d(out) of sum(tanh(out)**2) / B
     return (float(np.sum(t * t) / B),
             {"Wc": (dout.T @ patches).reshape(Wc.shape), "bc": dout.sum(axis=0)})
+
+
+def hand_w8(ell: np.ndarray, variance: np.ndarray, noise: np.ndarray, X: np.ndarray,
+            y: np.ndarray) -> Result:
+    """dnll/dK = (K^-1 - alpha alpha^T) / 2, with K^-1 from the Cholesky factor (SciPy's
+    LAPACK potrs/potri when SciPy is installed, else NumPy's solve), then the chain rule
+    through the kernel by hand."""
+    n = X.shape[0]
+    diff = X[:, None, :] - X[None, :, :]
+    d2 = np.einsum("ijk,ijk->ij", diff, diff)
+    Kf = variance * np.exp(d2 * (-0.5 / (ell * ell)))
+    L = np.linalg.cholesky(Kf + noise * np.eye(n))
+    try:
+        from scipy.linalg import cho_solve, lapack
+        alpha = cho_solve((L, True), y)
+        Kinv, _ = lapack.dpotri(L, lower=1)
+        Kinv = np.tril(Kinv) + np.tril(Kinv, -1).T
+    except ImportError:
+        Linv = np.linalg.solve(L, np.eye(n))
+        Kinv = Linv.T @ Linv
+        alpha = Kinv @ y
+    val = float(0.5 * y @ alpha + np.sum(np.log(np.diagonal(L))) + 0.5 * n * math.log(2 * math.pi))
+    G = 0.5 * (Kinv - np.outer(alpha, alpha))
+    M = G * Kf
+    gX = (-2 / (ell * ell)) * (M.sum(axis=1)[:, None] * X - M @ X)
+    return val, {"ell": np.asarray(np.sum(M * d2) / ell ** 3),
+                 "variance": np.asarray(np.sum(M) / variance),
+                 "noise": np.asarray(np.trace(G)), "X": gX}
 
 
 def hand_w5(X: np.ndarray, b: np.ndarray) -> Result:
@@ -308,14 +353,28 @@ def w6(B: int, C: int, F: int, S: int, k: int = 3) -> Workload:
     return Workload("W6", desc, f32, loss_w6, hand_w6, make, ("Wc", "bc"), ("X",), flops=flops)
 
 
+def w8(n: int, d: int) -> Workload:
+    f64 = np.float64
+
+    def make(r: np.random.Generator) -> dict[str, np.ndarray]:
+        X = r.uniform(-2, 2, (n, d))
+        y = np.sin(2 * X[:, 0]) + 0.1 * r.standard_normal(n)
+        return {"ell": np.asarray(0.7), "variance": np.asarray(1.3), "noise": np.asarray(0.05),
+                "X": X.astype(f64), "y": y.astype(f64)}
+
+    desc = f"GP neg. log marginal likelihood, RBF kernel, {n} points in {d}-D, f64"
+    return Workload("W8", desc, f64, loss_w8, hand_w8, make,
+                    ("ell", "variance", "noise", "X"), ("y",))
+
+
 def workloads(quick: bool) -> list[Workload]:
     if quick:
         return [w1(np.float64), w1(np.float32), w2(1000, "1e3"), w2(10_000, "1e4"),
                 w3([20, 16, 8, 4], 6), w4(np.float64, 3, 8, 4, 5), w4(np.float32, 3, 8, 4, 5),
-                w5(64, 32), w6(2, 3, 4, 6)]
+                w5(64, 32), w6(2, 3, 4, 6), w8(24, 2)]
     return [w1(np.float64), w1(np.float32), w2(10**6, "1e6"), w2(10**7, "1e7"),
             w3([784, 512, 256, 10], 128), w4(np.float64, 20, 256, 32, 256),
-            w4(np.float32, 20, 256, 32, 256), w5(4096, 1024), w6(32, 3, 16, 32)]
+            w4(np.float32, 20, 256, 32, 256), w5(4096, 1024), w6(32, 3, 16, 32), w8(512, 2)]
 
 
 # -- systems -----------------------------------------------------------------------------
