@@ -152,3 +152,14 @@ def test_readme_values_graph_is_real_output(monkeypatch: Any) -> None:
     out = r.stdout.splitlines()
     for shown in m.group(2).splitlines():
         assert shown in out
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from yota.ir import dot
+
+    from yota import graphview
+
+    for mod in (graphview, dot):
+        assert doctest.testmod(mod).failed == 0

@@ -310,3 +310,9 @@ def test_cuda_under_the_emulation() -> None:
     assert find(rows, "guard", "forward", line("cuda-guard")).calls == 2
     assert any(r.op.startswith("fused ") for r in rows)
     assert str(p).startswith("Yota profile: 2 calls of 1 program(s) (cuda)")
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    assert doctest.testmod(profile_mod).failed == 0
