@@ -438,3 +438,30 @@ def test_matrix_rank_has_no_gradient() -> None:
     v, g = yota.grad(lambda a: np.sum(a) * np.linalg.matrix_rank(a), a)
     assert float(v) == pytest.approx(3 * np.sum(a))
     np.testing.assert_allclose(g[0], np.full((3, 3), 3.0))
+
+
+def gp_nll(ls: float, x: np.ndarray, y: np.ndarray) -> Any:
+    """A Gaussian process's negative log marginal likelihood (up to a constant)."""
+    d = x[:, None, :] - x[None, :, :]
+    k = np.exp(-0.5 * np.sum(d * d, axis=-1) / ls**2) + 0.1 * np.eye(len(y))
+    low = np.linalg.cholesky(k)
+    alpha = np.linalg.solve(low.T, np.linalg.solve(low, y))
+    return 0.5 * y @ alpha + np.sum(np.log(np.diag(low)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_solves_with_a_cholesky_factor_are_triangular(backend: str) -> None:
+    """``solve(L, b)`` and ``solve(L.T, b)`` with ``L = cholesky(K)`` of the same trace are
+    substitutions (no refactorization), with the values and gradients of the general ones."""
+    r = rng(7)
+    x, y = r.standard_normal((12, 2)), r.standard_normal(12)
+    _, tape = yota.trace(gp_nll, 1.3, x, y)
+    names = [op.name for op in yota.to_ir(tape).ops]
+    assert names.count("triangular_solve") == 2 and "solve" not in names
+    v, g = yota.grad(gp_nll, 1.3, x, y, backend=backend)
+    assert float(v) == pytest.approx(float(gp_nll(1.3, x, y)), rel=1e-12)
+    assert check_grad(gp_nll, [1.3, x, y], g) == 3
+    for fn in (lambda m: np.linalg.inv(np.linalg.cholesky(m)),
+               lambda m: np.linalg.solve(np.linalg.cholesky(m, upper=True), m)):
+        np.testing.assert_allclose(yota.compile(fn, spd((3, 3)), backend=backend)(spd((3, 3))),
+                                   fn(spd((3, 3))), rtol=1e-12, atol=1e-12)

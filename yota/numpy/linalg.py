@@ -6,7 +6,8 @@ Batch dimensions broadcast as NumPy's; every lowering ends with the shape NumPy 
 (``keepdims`` and 1-D right-hand sides are reshapes). What each function is made of:
 
 =================== =====================================================================
-``solve``, ``inv``  the ``solve`` op (``inv`` solves against the identity)
+``solve``, ``inv``  the ``solve`` op (``inv`` solves against the identity); with a
+                    Cholesky factor of the same trace (or its transpose), ``triangular_solve``
 ``det``, ``slogdet`` the ``lu`` op: the product of U's diagonal, the permutation's parity
 ``cholesky``        the ``cholesky`` op (``upper=True``: of the transpose, transposed)
 ``eigh``            the ``eigh`` op; ``eigvalsh`` its eigenvalues
@@ -107,6 +108,34 @@ def _inv_lu(b: Builder, x: Value) -> Value:
 
 
 # -- solve, inv, det, slogdet ---------------------------------------------------------------------
+def _cholesky_factor(b: Builder, x: Value) -> tuple[Value, bool] | None:
+    """``(l, transposed)`` when ``x`` is a Cholesky factor ``l`` computed in this trace, or
+    its matrix transpose: a matrix with a positive diagonal (the factorization succeeded),
+    so a solve with it is a triangular solve."""
+    producer = {r: op for op in b.ops for r in op.results}
+    op = producer.get(x)
+    if op is not None and op.name == "cholesky":
+        return x, False
+    if op is not None and op.name == "transpose" and op.attrs["perm"] == \
+            tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2):
+        inner = producer.get(op.operands[0])
+        if inner is not None and inner.name == "cholesky":
+            return op.operands[0], True
+    return None
+
+
+def solve_values(b: Builder, x: Value, y: Value) -> Value:
+    """``x⁻¹ y`` for ``x [..., n, n]``, ``y [..., n, k]`` (batches broadcast); a Cholesky
+    factor (or its transpose) is solved by substitution, not refactored."""
+    tri = _cholesky_factor(b, x)
+    if tri is not None:
+        x = tri[0]
+    x, y = _batched(b, x, y)
+    if tri is not None:
+        return b.triangular_solve(x, y, lower=True, transpose=tri[1], unit_diagonal=False)
+    return b.solve(x, y)
+
+
 @_reg("solve")
 def _solve(L: LoweringContext, outs: list[TensorType], a: Any, b: Any) -> Value:
     """NumPy 2: ``b`` is a vector only when it is 1-D, otherwise ``[..., n, k]``."""
@@ -114,12 +143,11 @@ def _solve(L: LoweringContext, outs: list[TensorType], a: Any, b: Any) -> Value:
     x, y = _matrix(L, a, o), L.operand(b, o.dtype, None)
     if y.ndim == 1:
         y = bld.reshape_to(y, y.shape + (1,))
-    x, y = _batched(bld, x, y)
-    return bld.reshape_to(bld.solve(x, y), o.shape)
+    return bld.reshape_to(solve_values(bld, x, y), o.shape)
 
 
 def inverse(b: Builder, x: Value) -> Value:
-    return b.solve(x, _eye(b, x.dtype, x.shape))
+    return solve_values(b, x, _eye(b, x.dtype, x.shape))
 
 
 @_reg("inv")
