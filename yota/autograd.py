@@ -91,6 +91,7 @@ class Param:
     """
 
     __slots__ = ("value", "__weakref__")
+    value: Any
 
     def __init__(self, value: Any) -> None:
         self.value = value if isinstance(value, (np.ndarray, float)) else np.asarray(value)
@@ -181,6 +182,8 @@ def _reach(x: Any) -> list[Any]:
         return list(x.values())
     if isinstance(x, (types.FunctionType, types.MethodType)):
         return _function_reach(x)
+    if isinstance(x, types.SimpleNamespace):
+        return list(vars(x).values())
     if isinstance(x, functools.partial):
         return [x.func, *x.args, *x.keywords.values()]
     if _user_object(x):
@@ -251,7 +254,8 @@ def _body(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Any, Any]:
     """The traced function for ``fn`` (Params swapped for the traced values), the owner its
     programs are cached under, and the static key told apart within that owner (for a
     bound method: the owner is its object, the key its function)."""
-    owner, key = fn, None
+    owner: Any = fn
+    key: Any = None
     if isinstance(fn, types.MethodType):
         owner, key = fn.__self__, fn.__func__
     try:
@@ -404,7 +408,7 @@ def primitive(*grads: Callable[..., Any] | None) -> Callable[[Callable[..., Any]
         prim = BoxedPrimitive(fn.fn if isinstance(fn, Primitive) else fn)
         names = _positional(prim.fn)
         if len(grads) > len(names):
-            raise YotaError(f"primitive: {len(grads)} gradients for {prim.__name__}, which "
+            raise YotaError(f"primitive: {len(grads)} gradients for {prim.key.rsplit('.')[-1]}, which "
                             f"has {len(names)} positional arguments ({', '.join(names)})")
         for name, g in zip(names, grads, strict=False):
             if g is None:
