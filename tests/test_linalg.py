@@ -249,6 +249,30 @@ def test_singular_det_and_slogdet() -> None:
     assert yota.compile(np.linalg.det, perm)(perm) == pytest.approx(np.linalg.det(perm))
 
 
+EDGES: list[tuple[Callable[..., Any], list[np.ndarray]]] = [
+    (np.linalg.inv, [np.zeros((0, 0))]), (np.linalg.det, [np.zeros((2, 0, 0))]),
+    (np.linalg.slogdet, [np.zeros((0, 0))]), (np.linalg.cholesky, [np.zeros((0, 0))]),
+    (np.linalg.solve, [np.zeros((0, 0)), np.zeros((0, 2))]), (np.linalg.eigh, [np.ones((1, 1))]),
+    (np.linalg.svd, [np.zeros((0, 3))]), (np.linalg.svdvals, [np.zeros((2, 0))]),
+    (np.linalg.qr, [np.zeros((3, 0))]), (np.linalg.pinv, [np.zeros((0, 3))]),
+    (np.linalg.norm, [np.zeros((0, 3))]), (np.linalg.det, [np.array([[1, 2], [3, 4]])]),
+    (np.linalg.inv, [np.array([[1, 2], [3, 4]])]), (np.linalg.matrix_rank, [np.zeros((3, 3))]),
+    (np.linalg.matrix_rank, [np.array([1.0, 0.0])]), (np.linalg.cond, [np.diag([1.0, 1, 0])]),
+    (lambda a: np.linalg.cond(a, 1), [np.diag([1.0, 1, 0])]),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_integer_and_singular_edges(backend: str) -> None:
+    """Empty matrices, integer input (float64 results), rank 0, cond of a singular matrix
+    (inf, as NumPy): the dtype, shape and values NumPy gives."""
+    for fn, args in EDGES:
+        want, got = fn(*args), yota.compile(fn, *args, backend=backend)(*args)
+        for g, w in zip(plain(got), plain(want), strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape, (fn, args)
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
 def test_nan_propagates_as_in_numpy() -> None:
     a = general((3, 3))
     bad = a.copy()
@@ -407,13 +431,16 @@ def test_gradients_on_llvm(name: str) -> None:
     assert check_grad(fn, args, g) == len(args)
 
 
-@pytest.mark.parametrize("name", ["solve", "inv", "det", "slogdet", "cholesky", "cholesky_sym",
-                                  "eigh", "svdvals", "norm_2"])
+@pytest.mark.parametrize("name", ["solve", "solve_vector", "inv", "det", "slogdet", "cholesky",
+                                  "cholesky_sym", "cholesky_upper", "eigh", "eigh_upper",
+                                  "svdvals", "svd", "svd_wide", "svd_tall_full", "qr",
+                                  "qr_wide", "pinv", "lstsq", "norm_2", "norm_nuc", "cond_1",
+                                  "matrix_power"])
 def test_second_order(name: str) -> None:
     """Hessian-vector products (the gradient of <grad f, v>) against finite differences
     of the gradient: the rules' own ops have rules."""
     fn, make = GRADS[name]
-    args = make((2, 3, 3))
+    args = make((3, 3) if name == "lstsq" else (2, 3, 3))
     _, tape = yota.trace(fn, *args)
     check_grads(yota.to_ir(tape), args, order=2, rtol=1e-5, atol=1e-7)
 
