@@ -2,8 +2,7 @@
 
 Every op takes float32 or float64 operands of one dtype, batched over equal leading
 dimensions ``[...]`` (the NumPy surface broadcasts them first), with the row-major
-semantics of ``np.linalg``. The contract with the native backends is
-``/work/linalg_spec.md`` (kept in the repository's words in the docstrings below):
+semantics of ``np.linalg``; every backend implements exactly this:
 
 - ``cholesky(a) -> l``: the lower factor (zeros above the diagonal); reads only the lower
   triangle of ``a``. Not positive definite: ``LinAlgError``.
