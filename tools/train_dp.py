@@ -5,10 +5,16 @@
 
 Every rank starts from rank 0's parameters (``yota.distributed.broadcast_``), draws its own
 shard of each global batch, and takes the SGD step with the gradient averaged over the
-ranks. Rank 0 prints the loss and the per-step time (median over the timed steps) of the
-whole step (gradient + averaging + update), of the gradient alone on the same shard (no
-communication) and the difference: what data parallelism costs per step. At the end the
-ranks check that their parameters are bit-identical.
+ranks. Rank 0 prints the loss and the per-step time (median over the steps after the
+first 10) of the whole step (gradient + averaging + update); each step also times the
+gradient alone on the same shard (no communication), on its own and until the slowest
+rank has it, so the difference is what the averaging costs under the same load. At the
+end the ranks check that their parameters are bit-identical. ``--bench-allreduce``
+times the averaging alone per bucket size, blocking and overlapped.
+
+On a machine shared with other work, bind one rank per core (MPICH:
+``mpiexec -n 2 -bind-to core ...``): Yota then runs each rank's kernels on one thread
+instead of splitting them over cores the other rank needs.
 """
 
 from __future__ import annotations
@@ -104,7 +110,7 @@ def main() -> None:
         X = data.normal(size=(sizes[0], local)).astype(dtype)
         return X, forward(teacher, X)
 
-    times, losses = [], []
+    times, losses, local_times, lockstep_times = [], [], [], []
     for step in range(a.steps):
         X, Y = batch()
         comm.Barrier()
@@ -113,18 +119,17 @@ def main() -> None:
         yota.update_(m, g[0], lambda w, gw: w - a.lr * gw)
         t1 = time.perf_counter()
         losses.append(float(v))
+        # the same gradient without communication, timed in the same conditions (the
+        # machine may be shared): this rank's own time, and until the slowest rank is done
+        comm.Barrier()
+        t2 = time.perf_counter()
+        yota.grad(loss, m, X, Y)
+        t3 = time.perf_counter()
+        comm.Barrier()
         if step >= 10:
             times.append(t1 - t0)
-    local_times, lockstep_times = [], []
-    for _ in range(max(a.steps - 10, 1)):  # the same gradient without communication
-        X, Y = batch()
-        comm.Barrier()
-        t0 = time.perf_counter()
-        yota.grad(loss, m, X, Y)
-        t1 = time.perf_counter()
-        comm.Barrier()  # until the slowest rank is done, as a step must wait
-        local_times.append(t1 - t0)
-        lockstep_times.append(time.perf_counter() - t0)
+            local_times.append(t3 - t2)
+            lockstep_times.append(time.perf_counter() - t2)
     same = len(set(comm.allgather(digest(m)))) == 1
     step_ms = np.median(comm.allgather(np.median(times))) * 1e3
     grad_ms = np.median(comm.allgather(np.median(local_times))) * 1e3
