@@ -153,7 +153,8 @@ def bench_allreduce(comm: MPI.Intracomm, m: MLP, local: int) -> None:
     """Median time of allreduce_ over the MLP's parameter gradients (repacked each call)."""
     X = np.ones((m.W1.shape[1], local), m.W1.dtype)
     _, g = yota.grad(loss, m, X, forward(m, X))
-    nbytes = sum(v.nbytes for v in g[0].values())
+    sizes = [v.nbytes for v in g[0].values()]
+    nbytes = sum(sizes)
     for bucket in (16 << 10, 64 << 10, 256 << 10, 25 << 20):
         row = []
         for overlap in (False, True):
@@ -165,9 +166,10 @@ def bench_allreduce(comm: MPI.Intracomm, m: MLP, local: int) -> None:
                 ts.append(time.perf_counter() - t0)
             row.append(np.median(comm.allgather(np.median(ts[20:]))) * 1e6)
         if comm.Get_rank() == 0:
-            n_buckets = -(-nbytes // bucket)
+            small = sum(n for n in sizes if n < bucket)
+            n_buckets = sum(n >= bucket for n in sizes) + -(-small // bucket)
             print(f"{comm.Get_size()} ranks, {nbytes / 1e6:.2f} MB of gradients in buckets of "
-                  f"{bucket >> 10} KiB (~{n_buckets}): blocking {row[0]:.0f} us, "
+                  f"{bucket >> 10} KiB ({n_buckets} messages): blocking {row[0]:.0f} us, "
                   f"overlapped {row[1]:.0f} us")
 
 
