@@ -47,7 +47,6 @@ import numpy as np
 
 from yota.backends import get_backend
 from yota.ir.core import Function, Op
-from yota.ir.errors import YotaError
 from yota.ir.to_json import value_names
 
 from .lowering import to_ir
@@ -138,7 +137,7 @@ def _traced_locs(program: Program) -> dict[str, str]:
     (the names backward provenance refers to)."""
     try:
         fn = to_ir(program.tape)
-    except (YotaError, KeyError, TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - labels only: the raw provenance is shown instead
         return {}
     names = value_names(fn)
     return {names[r]: op.loc for op in fn.ops for r in op.results if op.loc}

@@ -111,7 +111,9 @@ def main(ctx: click.Context, show_traceback: bool) -> None:
       yota-ir ir model.py:loss --example example --stage grad > grad.yir
       yota-ir opt grad.yir --passes simplify,cse,dce
       yota-ir graph model.py:loss --example example -o loss.svg
+      yota-ir graph model.py:loss --example example --values -o loss.svg
       yota-ir check model.py:loss --example example
+      yota-ir profile model.py:loss --example example --trace loss.json
 
     \b
     Exit status: 0 success; 1 an error in your code, a Yota error, or a failed check;
