@@ -43,11 +43,11 @@ aborts every rank when one exits on an uncaught exception.)
 final before the whole backward pass has ended: there is no backward computation left to
 overlap the reduction with. What remains is to overlap the reduction of one bucket with
 the copying of the others (``overlap=True``: ``MPI_Iallreduce`` per bucket as soon as it
-is packed, unpacked as each completes). Measured on this 2-core machine with two ranks
-(``tools/train_dp.py --overlap``, see the README) it does not pay: MPICH progresses a
-nonblocking collective only inside MPI calls, and both cores are busy with the two ranks,
-so the copies and the reductions run one after the other either way. The default is the
-blocking path.
+is packed, unpacked in order). Measured on a 2-core machine with two ranks
+(``mpiexec -n 2 python tools/train_dp.py --bench-allreduce``, see the README) it does not
+pay: MPICH progresses a nonblocking collective only inside MPI calls, and both cores are
+busy with the two ranks, so the copies and the reductions run one after the other either
+way. The default is the blocking path.
 
 **CuPy arrays.** Gradients on the GPU are bucketed on the device and reduced by NCCL
 (``cupy.cuda.nccl``) when it is available and every rank has a GPU of its own; otherwise
