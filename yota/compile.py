@@ -160,7 +160,8 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
         return CompiledFunction(None, f, backend, cache)
     check_callable(f, "compile")
     if tracing.current_context() is not None:  # built from the values; called, it inlines
-        example_args = tracing.detach(example_args)
+        with tracing.suspended():
+            return compile(f, *tracing.detach(example_args), backend=backend, cache=cache)
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
     _, tape = pipeline.trace_forward(f, example_args)
     return CompiledFunction(f, tape, backend, cache, args=example_args)

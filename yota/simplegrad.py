@@ -162,7 +162,8 @@ def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
     """
     check_callable(f, "simplegrad")
     if tracing.current_context() is not None:  # inside a trace: built from the values
-        args = tracing.detach(args)
+        with tracing.suspended():
+            return simplegrad(f, *tracing.detach(args))
     _, tape = pipeline.trace_forward(f, args)
     gfn = pipeline.grad_ir(tape, passes=PASSES)
     name = f"{getattr(f, '__name__', 'f').replace('<lambda>', 'f')}_grad"

@@ -8,7 +8,8 @@ tape variables. ``primitives=`` traces chosen helper functions as single entries
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,9 @@ from yota.ir.core import Function
 from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.interpreter import run
 
+from . import aliasing as _aliasing
 from . import structs
+from . import tracer as _tracer
 from .primitives import temporary_primitives
 from .randomness import Recorder, UnrecordedDraws, recording
 from .sideeffects import Snapshot
@@ -110,9 +113,20 @@ structs.TRACED.append(Tracer)
 
 
 def _stack() -> list[TraceContext]:
-    from .tracer import _local
+    return list(getattr(_tracer._local, "stack", None) or [])
 
-    return list(getattr(_local, "stack", None) or [])
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Run the block as if no trace were active in this thread: compiling and running a
+    program inside a traced function (``yota.compile`` there) must see plain NumPy, not
+    the trace's hooks (creation functions returning traced constants)."""
+    saved = (getattr(_tracer._local, "stack", None), getattr(_aliasing._local, "hooks", None))
+    _tracer._local.stack, _aliasing._local.hooks = [], []
+    try:
+        yield
+    finally:
+        _tracer._local.stack, _aliasing._local.hooks = saved
 
 
 def has_tracers(x: Any) -> bool:
@@ -161,8 +175,12 @@ def inline(fn: Function, tape: Tape, args: Any, what: str) -> list[Any]:
                 ctx.array_var(e.extra)
         ctx.tape.bound_consts += tape.bound_consts
     tape.foreign_tracers = {}  # the tape outlives this trace: it must hold no tracer
-    outs = record(what, tuple(operands), {}, lambda *xs: list(run(fn, *xs)),
-                  extra=Inlined(fn, tape, what), display=f"{what}({tape.fname})")
+    def forward(*xs: Any) -> list[Any]:
+        with suspended():
+            return list(run(fn, *xs))
+
+    outs = record(what, tuple(operands), {}, forward, extra=Inlined(fn, tape, what),
+                  display=f"{what}({tape.fname})")
     return list(outs)
 
 
