@@ -409,3 +409,45 @@ def test_cupy_calls_with_numpy_stand_ins() -> None:
         want = list(want) if isinstance(want, tuple) else [want]
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g, w, rtol=0, atol=1e-12)
+
+
+# -- through yota.grad: the disk cache and ahead-of-time libraries ---------------------------
+def gp_nll(ell: Any, X: Any, y: Any) -> Any:
+    diff = X[:, None, :] - X[None, :, :]
+    K = np.exp(np.sum(diff * diff, axis=-1) * (-0.5 / (ell * ell))) + 0.1 * np.eye(len(y))
+    L = np.linalg.cholesky(K)
+    alpha = np.linalg.solve(L.T, np.linalg.solve(L, y))
+    return 0.5 * np.sum(y * alpha) + np.sum(np.log(np.diagonal(L)))
+
+
+def gp_args(n: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(8)
+    return np.asarray(0.8), rng.uniform(-1, 1, (n, 2)), rng.standard_normal(n)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("gcc"), reason="needs gcc")
+def test_aot_library_calls_lapack(tmp_path) -> None:
+    """A shared library with np.linalg inside: LAPACK reached by name through the shim
+    (NumPy's bundled OpenBLAS, handed over by load_library), the results of yota.grad;
+    a matrix that is not positive definite is the failure return code."""
+    import yota
+    from yota.aot import load_library
+
+    args = gp_args()
+    val, g = yota.grad(gp_nll, *args, cache=False)
+    r = yota.aot(gp_nll, *args, path=tmp_path / "lib", shared_library=True, name="gp")
+    assert "gp_use_lapack" in r.library.header.read_text()
+    assert "LAPACK potrf failed in np.linalg 'cholesky'" in r.library.header.read_text()
+    fns = load_library(r.library.library)
+    out = fns["gp"](*args)
+    np.testing.assert_allclose(out[0], val, rtol=1e-12)
+    for got, want in zip(out[1:], g, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    r2 = yota.aot(chol_sum, np.eye(3), path=tmp_path / "lib2", shared_library=True,
+                  name="chol")
+    with pytest.raises(RuntimeError, match="not positive definite"):
+        load_library(r2.library.library)["chol"](-np.eye(3))
+
+
+def chol_sum(a: Any) -> Any:
+    return np.sum(np.linalg.cholesky(a))

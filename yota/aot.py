@@ -215,7 +215,7 @@ def _write_library_sources(out: Path, lib: str, descs: list[dict[str, Any]],
     shim.write_text(c_shim(lib, descs))
     (out / f"{lib}.json").write_text(json.dumps(
         {"format": 1, "library": f"lib{lib}.so", "set_blas": f"{lib}_set_blas",
-         "functions": descs}, indent=1, sort_keys=True))
+         "use_lapack": f"{lib}_use_lapack", "functions": descs}, indent=1, sort_keys=True))
     return [shim] + paths
 
 
@@ -254,7 +254,11 @@ LAYOUT_DOC = """\
  *
  * Matrix products go through a portable loop nest unless a BLAS is provided: call
  * LIB_set_blas(sgemm, dgemm) with ILP64 CBLAS routines (OpenBLAS's cblas_sgemm64_ /
- * cblas_dgemm64_), or set YOTA_BLAS to the path of a library that exports them."""
+ * cblas_dgemm64_), or set YOTA_BLAS to the path of a library that exports them.
+ *
+ * np.linalg functions call LAPACK (ILP64 Fortran routines, OpenBLAS's dpotrf_64_ or
+ * NumPy's bundled scipy_dpotrf_64_...): call LIB_use_lapack(path) with the path of such a
+ * library, set YOTA_BLAS, or load one into the process; without one those calls fail."""
 
 
 def c_header(lib: str, descs: list[dict[str, Any]]) -> str:
@@ -270,7 +274,9 @@ def c_header(lib: str, descs: list[dict[str, Any]]) -> str:
              "#include <stddef.h>", "#include <stdint.h>", "",
              "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
              "/* Use these ILP64 CBLAS GEMMs (NULL: the portable loops). */",
-             f"void {lib}_set_blas(void *sgemm, void *dgemm);", ""]
+             f"void {lib}_set_blas(void *sgemm, void *dgemm);",
+             "/* Take LAPACK routines from the library at path (0, or -1 if it cannot be "
+             "opened). */", f"int {lib}_use_lapack(const char *path);", ""]
     for d in descs:
         lines += _c_declarations(d)
     lines += ["#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
@@ -307,6 +313,13 @@ def _c_declarations(d: dict[str, Any]) -> list[str]:
 
 
 def _failure_text(rec: dict[str, Any]) -> str:
+    if rec.get("kind") == "linalg":
+        from yota.ir.ops.lapack import FAILURES
+
+        what = FAILURES.get(rec.get("op", ""), "")
+        return (f"LAPACK {rec.get('routine')} failed in np.linalg '{rec.get('op')}' at "
+                f"{rec.get('loc') or '?'}{': ' + what if what else ''} (or no LAPACK was "
+                "found)")
     if rec.get("kind") == "guard":
         attrs = rec.get("attrs", {})
         return (f"guard at {rec.get('loc') or '?'} (expected {attrs.get('expected')!r}): "
@@ -407,7 +420,9 @@ HIDDEN void yota_dgemm(int32_t o, int32_t ta, int32_t tb, int64_t m, int64_t n, 
 
 
 def c_shim(lib: str, descs: list[dict[str, Any]]) -> str:
-    parts = [SHIM_HEAD.replace("@LIB@", lib)]
+    from yota.backends.llvm.lapack import aot_shim
+
+    parts = [SHIM_HEAD.replace("@LIB@", lib), aot_shim(lib)]
     for d in descs:
         name, upper = d["name"], d["name"].upper()
         names = [a["name"] for a in d["inputs"] + d["outputs"]]
@@ -443,7 +458,7 @@ class LibraryFunction:
             raise TypeError(f"{self.name} takes {len(ins)} arrays, got {len(args)}")
         arrs = []
         for a, spec in zip(args, ins, strict=True):
-            arr = np.ascontiguousarray(a, dtype=np.dtype(spec["dtype"]))
+            arr = np.asarray(a, dtype=np.dtype(spec["dtype"]), order="C")  # 0-d stays 0-d
             if list(arr.shape) != spec["shape"]:
                 raise ValueError(f"{self.name}: {spec['label']} must have shape "
                                  f"{spec['shape']}, got {list(arr.shape)}")
@@ -457,6 +472,20 @@ class LibraryFunction:
         return outs
 
 
+def _use_numpy_lapack(lib: ctypes.CDLL, desc: dict[str, Any]) -> None:
+    """Hand the library NumPy's bundled OpenBLAS for its LAPACK calls (np.linalg)."""
+    use = getattr(lib, desc.get("use_lapack", ""), None) if desc.get("use_lapack") else None
+    if use is None:
+        return
+    import glob
+
+    root = os.path.dirname(np.__file__)
+    for path in sorted(glob.glob(os.path.join(root, "..", "numpy.libs", "*openblas*.so*"))):
+        use.argtypes = [ctypes.c_char_p]
+        if use(os.fsencode(path)) == 0:
+            return
+
+
 def load_library(path: str | os.PathLike[str]) -> dict[str, LibraryFunction]:
     """The functions of a library built by ``build_shared_library``, by C name (``path``:
     the ``.so`` or its ``.json``). Uses ctypes and NumPy only: no compiler is loaded."""
@@ -464,4 +493,5 @@ def load_library(path: str | os.PathLike[str]) -> dict[str, LibraryFunction]:
     desc_path = p if p.suffix == ".json" else p.with_name(p.name[3:-3] + ".json")
     desc = json.loads(desc_path.read_text())
     lib = ctypes.CDLL(str(desc_path.with_name(desc["library"])))
+    _use_numpy_lapack(lib, desc)
     return {d["name"]: LibraryFunction(lib, d) for d in desc["functions"]}

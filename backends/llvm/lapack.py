@@ -55,10 +55,16 @@ from ..lowering import Emitter, KernelArgs
 from .layout import blas_matrix
 from .loops import linear, loop, nest
 from .lower import FnGen
-from .target import lapack_address
+from .target import LAPACK_ROUTINES, LAPACK_SYMBOLS, lapack_address
 from .types import I8, I64, PTR, VOID, declare, i64, mem_type, reg_type
 
 LAPACK_EMITTERS: dict[str, Emitter] = {}
+# routine -> (arguments, of which characters (their hidden lengths follow), the index of
+# ``info`` or None): what the calls pass, and what an AOT library's shim forwards
+SIGNATURES: dict[str, tuple[int, int, int | None]] = {
+    "potrf": (5, 1, 4), "trsm": (11, 4, None), "getrf": (6, 0, 5), "gesv": (8, 0, 7),
+    "syevd": (11, 2, 10), "gesdd": (14, 1, 13), "geqrf": (8, 0, 7), "orgqr": (9, 0, 8)}
+assert set(SIGNATURES) == set(LAPACK_ROUTINES)
 F64, I8T = np.dtype(np.float64), np.dtype(np.int64)
 Arg = str | int | float | ir.Value  # a character, an integer, a float scalar, a pointer
 
@@ -90,6 +96,7 @@ def _call(g: FnGen, routine: str, dt: np.dtype, args: list[Arg]) -> None:
     """Call LAPACK/BLAS ``routine`` of ``dt``'s precision: characters, integers and floats
     are passed by reference (slots in the function's entry block), pointers as they are;
     one hidden length per character at the end."""
+    assert len(args) == SIGNATURES[routine][0], routine
     ab = g.ab
     ptrs: list[ir.Value] = []
     nchar = 0
@@ -527,3 +534,69 @@ def _qr(g: FnGen, op: Op) -> None:
 def _at1(g: FnGen, loc: Loc, dtype: np.dtype, idx: list[ir.Value], nb: int) -> ir.Value:
     """Pointer to batch entry ``idx`` of a batch of vectors."""
     return g.elem_ptr(loc, dtype, linear(g.b, idx, loc.strides[:nb]))
+
+
+# -- ahead-of-time libraries -------------------------------------------------------------------
+SHIM_HEAD = r"""
+/* LAPACK for the np.linalg ops (Fortran ABI, ILP64), looked up by name at the first call:
+ * in the library given to @LIB@_use_lapack, then as the GEMMs are (YOTA_BLAS, the
+ * process). Not found: the routine's info is set to -1000 (the call fails), and a
+ * triangular solve (no info) leaves NaNs. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#define LAPACK_MISSING (-1000)
+static void *lapack_handle;
+
+int @LIB@_use_lapack(const char *path) {
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return -1;
+    __atomic_store_n(&lapack_handle, h, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static void *find_lapack(const char *const *names) {
+    void *h = __atomic_load_n(&lapack_handle, __ATOMIC_ACQUIRE);
+    for (const char *const *n = names; h && *n; n++) {
+        void *f = dlsym(h, *n);
+        if (f) return f;
+    }
+    return find_blas(names);
+}
+"""
+
+
+def _shim_routine(ours: str, names: tuple[str, ...]) -> str:
+    routine, ctype = ours[6:], "float" if ours[5] == "s" else "double"
+    nargs, nchar, info = SIGNATURES[routine]
+    types = ["void *"] * nargs + ["size_t"] * nchar
+    params = [f"void *a{i}" for i in range(nargs)] + [f"size_t c{i}" for i in range(nchar)]
+    args = [f"a{i}" for i in range(nargs)] + [f"c{i}" for i in range(nchar)]
+    if info is not None:
+        missing = f"*(int64_t *)a{info} = LAPACK_MISSING;"
+    else:  # trsm: B (a9, m x n, leading dimension a10) becomes NaN
+        missing = (f"for (int64_t j = 0; j < *(int64_t *)a5; j++) for (int64_t i = 0; i < "
+                   f"*(int64_t *)a4; i++) (({ctype} *)a9)[i + j * *(int64_t *)a10] = NAN;")
+    quoted = ", ".join(f'"{n}"' for n in names)
+    return f"""
+typedef void (*{ours}_fn)({", ".join(types)});
+static {ours}_fn {ours}_impl;
+static const char *const {ours}_names[] = {{{quoted}, 0}};
+HIDDEN void {ours}({", ".join(params)}) {{
+    {ours}_fn f = __atomic_load_n(&{ours}_impl, __ATOMIC_ACQUIRE);
+    if (!f) {{
+        f = ({ours}_fn)find_lapack({ours}_names);
+        if (!f) {{ {missing} return; }}
+        __atomic_store_n(&{ours}_impl, f, __ATOMIC_RELEASE);
+    }}
+    f({", ".join(args)});
+}}
+"""
+
+
+def aot_shim(lib: str) -> str:
+    """C for an AOT library's shim (after its BLAS part, which defines ``HIDDEN`` and
+    ``find_blas``): ``<lib>_use_lapack(path)`` and one wrapper per ``yota_*`` routine."""
+    return SHIM_HEAD.replace("@LIB@", lib) + "".join(
+        _shim_routine(ours, names) for ours, names in LAPACK_SYMBOLS.items())
