@@ -317,6 +317,26 @@ def cupy_arrays() -> None:
     same_on_all_ranks(cupy.asnumpy(md.W1))
 
 
+@case
+def broadcast_leaves() -> None:
+    """broadcast_ copies arrays in place (also non-contiguous views), float fields of
+    mutable parents, returns the root's value for a bare float; a float inside a tuple is
+    refused on every rank before anything is copied."""
+    x = (np.arange(6.0).reshape(2, 3) * (RANK + 1)).T
+    d = {"w": np.ones(2) * RANK, "lr": 0.1 * (RANK + 1), "n": [np.float32(RANK)]}
+    broadcast_([x, d], root=SIZE - 1, comm=comm)
+    root = SIZE
+    assert np.array_equal(x, (np.arange(6.0).reshape(2, 3) * root).T)
+    assert np.array_equal(d["w"], np.ones(2) * (SIZE - 1)) and d["lr"] == 0.1 * root
+    assert d["n"][0] == SIZE - 1 and type(d["n"][0]) is np.float32
+    assert broadcast_(2.0 + RANK, comm=comm) == 2.0
+    keep = np.ones(2) * RANK
+    expect_distributed_error(lambda: broadcast_((keep, 1.0 + RANK), comm=comm),
+                             "failed on every rank", "obj[1]", "immutable tuple",
+                             "nothing was copied")
+    assert np.array_equal(keep, np.ones(2) * RANK)
+
+
 def after_failure_still_in_step() -> None:
     """A correct step right after a failed one: the ranks are in step, the buffers hold
     this step's numbers."""

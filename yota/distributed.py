@@ -76,7 +76,6 @@ import numpy as np
 from yota.ir.errors import DistributedError, YotaError
 
 from . import structs
-from .update import update_
 
 __all__ = ["BUCKET_BYTES", "DataParallel", "DistributedError", "allreduce_", "broadcast_",
            "step"]
@@ -173,10 +172,7 @@ def broadcast_(obj: Any, root: int = 0, comm: Any = None) -> Any:
     try:
         _walk(obj, (), leaves)
         for path, x in leaves:
-            if _kind(x) in "ac" and not x.flags.writeable:
-                where = structs.format_path(path) or "the argument"
-                raise YotaError(f"broadcast_: {where} is a read-only array; make it "
-                                "writeable (np.array(x)) so it can be overwritten")
+            _check_overwritable(obj, path, x)
     except Exception as e:
         error = e
     layout = tuple((0, path, *_describe_leaf(x)) for path, x in leaves)
@@ -189,8 +185,12 @@ def broadcast_(obj: Any, root: int = 0, comm: Any = None) -> Any:
         values = red.comm.bcast([x for _, x in floats], root=int(root))
         if floats[0][0] == ():
             return values[0]
-        update_(obj, {p: v for (p, _), v in zip(floats, values, strict=True)},
-                lambda x, v: v)
+        for (path, _), v in zip(floats, values, strict=True):
+            parent = structs.get_path(obj, path[:-1])
+            if isinstance(parent, (list, dict)):
+                parent[path[-1]] = v
+            else:
+                setattr(parent, path[-1], v)
     return obj
 
 
@@ -467,6 +467,25 @@ def _walk(x: Any, path: tuple[Any, ...], out: list[tuple[tuple[Any, ...], Any]])
         _walk(v, path + (k,), out)
 
 
+def _check_overwritable(obj: Any, path: tuple[Any, ...], x: Any) -> None:
+    """Raise unless broadcast_ can overwrite leaf ``x`` of ``obj`` (checked on every rank
+    before anything is copied)."""
+    where = structs.format_path(path, "obj")
+    if _kind(x) in "ac":
+        if not x.flags.writeable:
+            raise YotaError(f"broadcast_: {where} is a read-only array; make it writeable "
+                            "(np.array(x)) so it can be overwritten")
+        return
+    if path == ():
+        return  # a bare float: the root's value is returned
+    parent = structs.get_path(obj, path[:-1])
+    frozen = getattr(getattr(parent, "__dataclass_params__", None), "frozen", False)
+    if isinstance(parent, tuple) or frozen:
+        raise YotaError(f"broadcast_: {where} is a number inside an immutable "
+                        f"{type(parent).__name__}, which cannot be assigned in place; store "
+                        "it in an array or a mutable structure (a list, dict or dataclass)")
+
+
 def _input_ids(args: Sequence[Any]) -> set[int]:
     """The ids of the arrays among the arguments (a gradient must not overwrite them)."""
     out: list[tuple[tuple[Any, ...], Any]] = []
@@ -561,12 +580,14 @@ def _nccl_allreduce(nccl_comm: Any, buf: Any) -> None:
 def _failure_message(reports: list[tuple[str | None, Any]], argnames: Sequence[str],
                      api: str, size: int) -> str:
     errors = [(r, e) for r, (e, _) in enumerate(reports) if e is not None]
-    tail = (" Every rank raises this error; no gradient was exchanged, so the ranks are "
-            "still in step and may go on (or stop) together.")
+    nothing = "nothing was copied" if api == "broadcast_" else "no gradient was exchanged"
+    tail = (f" Every rank raises this error; {nothing}, so the ranks are still in step and "
+            "may go on (or stop) together.")
+    if len(errors) == size and len({e for _, e in errors}) == 1:
+        return f"{api} failed on every rank: {errors[0][1]}.{tail}"
     if errors:
         lines = "; ".join(f"rank {r}: {e}" for r, e in errors)
-        return (f"{api}: the data-parallel step failed on {len(errors)} of {size} ranks "
-                f"({lines}).{tail}")
+        return f"{api} failed on {len(errors)} of {size} ranks ({lines}).{tail}"
     diff = _first_difference([lay for _, lay in reports], argnames, api)
     if api == "broadcast_":
         return (f"{api}: the structures differ between the ranks, so nothing was copied: "
