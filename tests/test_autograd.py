@@ -301,3 +301,24 @@ def test_readme_autograd_section_runs_as_doctests() -> None:
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     runner.run(test)
     assert runner.failures == 0
+
+
+def test_diff_inside_a_traced_function_traces_through(backend: str) -> None:
+    """A penalty on the Param gradients, differentiated with respect to the data."""
+    w = Param(np.array([1.0, 2.0]))
+
+    def penalty(x: Any) -> Any:
+        J = diff(lambda x: np.sum(np.tanh(w * x)), x)
+        return np.sum(grad(J, w) ** 2)
+
+    def eager(x: Any) -> Any:  # d/dw sum tanh(w x) = (1 - tanh^2) x
+        t = np.tanh(w.value * x)
+        return np.sum(((1 - t * t) * x) ** 2)
+
+    x = np.array([0.5, -1.0])
+    val, g = yota.grad(penalty, x, backend=backend)
+    np.testing.assert_allclose(val, eager(x), rtol=1e-12)
+    fd = [(eager(x + 1e-6 * e) - eager(x - 1e-6 * e)) / 2e-6 for e in np.eye(2)]
+    np.testing.assert_allclose(g[0], fd, rtol=1e-6)
+    with pytest.raises(yota.YotaError, match="inside a traced function"):
+        yota.grad(lambda x: np.sum(diff(lambda: np.sum(w * x)).nodes()[0].value), x)

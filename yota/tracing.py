@@ -181,6 +181,8 @@ def inline(fn: Function, tape: Tape, args: Any, what: str) -> list[Any]:
 
     outs = record(what, tuple(operands), {}, forward, extra=Inlined(fn, tape, what),
                   display=f"{what}({tape.fname})")
+    if what != "trace":  # the enclosing tape keeps this one: not its activations
+        tape.release_values()
     return list(outs)
 
 
