@@ -322,3 +322,14 @@ def test_diff_inside_a_traced_function_traces_through(backend: str) -> None:
     np.testing.assert_allclose(g[0], fd, rtol=1e-6)
     with pytest.raises(yota.YotaError, match="inside a traced function"):
         yota.grad(lambda x: np.sum(diff(lambda: np.sum(w * x)).nodes()[0].value), x)
+
+
+def test_programs_live_as_long_as_their_function() -> None:
+    import gc
+
+    p = Param(np.array([1.0, 2.0]))
+    before = len(_static_cache)
+    for _ in range(5):
+        diff(lambda: np.sum(p * p))  # a new function each time: its own program
+    gc.collect()
+    assert len(_static_cache) <= before  # none kept once the lambdas are gone

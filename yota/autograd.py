@@ -31,7 +31,6 @@ import dis
 import functools
 import inspect
 import types
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -247,23 +246,15 @@ def diff(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Result:
     return Result(loss, ps, grads, program, (key, ps, tuple(snapshot), args, kwargs))
 
 
-_bodies: weakref.WeakKeyDictionary[Any, Callable[..., Any]] = weakref.WeakKeyDictionary()
-
-
 def _body(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Any, Any]:
     """The traced function for ``fn`` (Params swapped for the traced values), the owner its
-    programs are cached under, and the static key told apart within that owner (for a
-    bound method: the owner is its object, the key its function)."""
+    programs are cached under (``fn``; for a bound method its object) and the static key
+    told apart within that owner (for a bound method its function). The body is made
+    anew at each call (a replay does not run it): the cache lives as long as the owner."""
     owner: Any = fn
     key: Any = None
     if isinstance(fn, types.MethodType):
         owner, key = fn.__self__, fn.__func__
-    try:
-        body = _bodies.get(owner) if key is None else None
-    except TypeError:  # not weakly referenceable: a new body each time
-        body = None
-    if body is not None:
-        return body, owner, key
 
     def diffed(key: Any, ps: tuple[Param, ...], values: tuple[Any, ...], args: Any,
                kwargs: Any) -> Any:
@@ -278,11 +269,6 @@ def _body(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Any, Any]:
 
     diffed.__name__ = getattr(fn, "__name__", "fn")
     diffed.__qualname__ = getattr(fn, "__qualname__", diffed.__name__)
-    if key is None:
-        try:
-            _bodies[owner] = diffed
-        except TypeError:
-            pass
     return diffed, owner, key
 
 
