@@ -451,3 +451,43 @@ def test_aot_library_calls_lapack(tmp_path) -> None:
 
 def chol_sum(a: Any) -> Any:
     return np.sum(np.linalg.cholesky(a))
+
+
+def test_user_line_in_the_error_from_compiled_code() -> None:
+    import inspect
+
+    import yota
+
+    line = inspect.getsourcelines(chol_sum)[1] + 1  # the np.linalg.cholesky line
+    yota.grad(chol_sum, np.eye(3), backend="llvm", cache=False)  # traced on a PD matrix
+    with pytest.raises(LinAlgError, match=rf"not positive definite .*test_linalg_native\.py:{line}"):
+        yota.grad(chol_sum, -np.eye(3), backend="llvm", cache=False)
+
+
+CACHED = """
+import json, sys
+import numpy as np, yota
+from yota.backends import llvm
+sys.path.insert(0, sys.argv[1])
+from test_linalg_native import gp_args, gp_nll
+val, g = yota.grad(gp_nll, *gp_args())
+print(json.dumps({"compiles": llvm.stats["compiles"], "loads": llvm.stats["loads"],
+                  "val": float(val), "g": float(np.sum(g[1]))}))
+"""
+
+
+def test_a_program_with_lapack_calls_goes_through_the_disk_cache(tmp_path) -> None:
+    import os
+    from pathlib import Path
+
+    env = {**os.environ, "YOTA_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("YOTA_CACHE", None)
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", CACHED, str(Path(__file__).parent)],
+                           capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    assert (runs[0]["compiles"], runs[1]["compiles"], runs[1]["loads"]) == (1, 0, 1)
+    assert runs[0]["val"] == runs[1]["val"] and runs[0]["g"] == runs[1]["g"]
