@@ -374,7 +374,10 @@ class _Reducer:
             x[...] = tmp
 
 
-_reducers: dict[tuple[int, int, int], _Reducer] = {}
+# per communicator object (held, so its id stays its own): a new communicator, even one
+# that reuses a freed one's handle, gets new buffers and a new NCCL communicator
+_reducers: OrderedDict[int, _Reducer] = OrderedDict()
+MAX_COMMS = 16
 
 
 def _spec(comm: Any) -> DataParallel:
@@ -394,10 +397,11 @@ def _spec(comm: Any) -> DataParallel:
 
 
 def _reducer(comm: Any) -> _Reducer:
-    key = (comm.py2f(), comm.Get_size(), comm.Get_rank())
-    red = _reducers.get(key)
-    if red is None or red.comm != comm:
-        red = _reducers[key] = _Reducer(comm)
+    red = _reducers.get(id(comm))
+    if red is None or red.comm is not comm:
+        red = _reducers[id(comm)] = _Reducer(comm)
+        while len(_reducers) > MAX_COMMS:
+            _reducers.popitem(last=False)
     return red
 
 
