@@ -127,6 +127,14 @@ for call, words in [(lambda: allreduce_([1.0]), "GradientResult"),
         assert words in str(e), str(e)
     else:
         raise AssertionError(words)
+def outer(x):  # a data-parallel gradient inside a traced function
+    return np.sum(yota.grad(lambda x: np.sum(x ** 3), x, comm=MPI.COMM_WORLD)[1][0])
+try:
+    yota.grad(outer, np.ones(3))
+except yota.YotaError as e:
+    assert "inside a function Yota is tracing" in str(e), str(e)
+else:
+    raise AssertionError("nested")
 ro = np.ones(2); ro.setflags(write=False)
 try:
     broadcast_({"w": ro})

@@ -431,6 +431,10 @@ def _nbytes(x: Any) -> int:
 
 def _describe_leaf(x: Any) -> tuple[str, str, tuple[int, ...]]:
     kind = _kind(x)
+    if kind == "?" and structs.is_traced(x):
+        raise YotaError("yota.grad(..., comm=...) was called inside a function Yota is "
+                        "tracing: the ranks can only average concrete gradients; take the "
+                        "data-parallel gradient outside the traced function")
     if kind == "?":
         raise YotaError(f"a gradient is a {type(x).__name__}, which yota.distributed cannot "
                         "reduce (arrays, floats and None only)")
