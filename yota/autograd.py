@@ -134,7 +134,7 @@ class Param:
     __getitem__ = _delegate("__getitem__")
 
 
-structs.STATIC.append(Param)  # in an argument, a Param is a static value (its identity)
+structs.register(static=Param)  # in an argument, a Param is a static value (its identity)
 tracer.BOXES.append(Param)  # a traced operation on a Param operates on its value
 
 

@@ -25,13 +25,22 @@ _OPAQUE = (type, np.dtype, types.FunctionType, types.BuiltinFunctionType, types.
            types.ModuleType, np.ufunc, functools.partial, range, slice)
 
 
-TRACED: list[type] = []  # the tracer class (registered by yota.tracing): never walked into
-STATIC: list[type] = []  # boxes that are static values by identity (yota.autograd.Param)
+_traced: tuple[type, ...] = ()  # the tracer class (yota.tracing): never walked into
+_stop: tuple[type, ...] = _SCALARS + _OPAQUE  # what children() does not walk into
+
+
+def register(*, traced: type | None = None, static: type | None = None) -> None:
+    """Declare a tracer class (``yota.tracing``) or a box that is a static value by its
+    identity in an argument (``yota.autograd.Param``): neither is walked into."""
+    global _traced, _stop
+    if traced is not None:
+        _traced += (traced,)
+    _stop += tuple(t for t in (traced, static) if t is not None)
 
 
 def is_traced(x: Any) -> bool:
     """True for a tracer (a value of a running trace)."""
-    return any(isinstance(x, t) for t in TRACED)
+    return isinstance(x, _traced)
 
 
 def is_leaf(x: Any) -> bool:
@@ -45,8 +54,7 @@ def _is_namedtuple(x: Any) -> bool:
 
 def children(x: Any) -> list[tuple[Any, Any]] | None:
     """(key, child) pairs of a container, or None for a leaf or static value."""
-    if is_leaf(x) or isinstance(x, _SCALARS) or isinstance(x, _OPAQUE) or is_traced(x) \
-            or any(isinstance(x, t) for t in STATIC):
+    if is_leaf(x) or isinstance(x, _stop):
         return None
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return [(f.name, getattr(x, f.name)) for f in dataclasses.fields(x)]

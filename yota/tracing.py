@@ -109,7 +109,7 @@ def _result_value(r: Any) -> Any:
 
 
 # -- nested traces: a program built inside a traced function is inlined into its trace ----
-structs.TRACED.append(Tracer)
+structs.register(traced=Tracer)
 
 
 def _stack() -> list[TraceContext]:
