@@ -149,10 +149,10 @@ def allreduce_(g: Any, comm: Any = None, average: bool = True, *,
     if not (hasattr(g, "_grads") and hasattr(g, "_argnames")):
         raise YotaError(f"allreduce_ takes the GradientResult of yota.grad, got a "
                         f"{type(g).__name__}")
-    spec = DataParallel(comm, argnums, average, bucket_bytes, overlap)
-    red = _reducer(_spec(spec).comm)
+    spec = _spec(DataParallel(comm, argnums, average, bucket_bytes, overlap))
+    red = _reducer(spec.comm)
     protect = _input_ids(args) if args is not None else set()
-    red.reduce(None, g, _spec(spec), protect, None, with_value=False)
+    red.reduce(None, g, spec, protect, None, with_value=False)
     return g
 
 
