@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 from gradcheck import check_grad
-from yota.ir.autodiff.check import check_grads
+from yota.ir import Builder, TensorType, run
+from yota.ir.autodiff.check import check_grads, weighted_sum
 
 import yota
 
@@ -492,3 +493,34 @@ def test_solves_with_a_cholesky_factor_are_triangular(backend: str) -> None:
                lambda m: np.linalg.solve(np.linalg.cholesky(m, upper=True), m)):
         np.testing.assert_allclose(yota.compile(fn, spd((3, 3)), backend=backend)(spd((3, 3))),
                                    fn(spd((3, 3))), rtol=1e-12, atol=1e-12)
+
+
+# -- the ops' rules directly (IR level): the variants the NumPy surface does not reach -------------
+def _ir_loss(make: Callable[..., Any], *args: np.ndarray) -> Any:
+    b = Builder("f")
+    vals = [b.input(TensorType("f64", a.shape)) for a in args]
+    return b.build([weighted_sum(b, make(b, *vals))])
+
+
+@pytest.mark.parametrize("batch", [(), (2,)], ids=["unbatched", "batched"])
+@pytest.mark.parametrize("flags", range(8))
+def test_triangular_solve_rule(flags: int, batch: tuple[int, ...]) -> None:
+    """Every (lower, transpose, unit_diagonal): first order; both orders with no unit
+    diagonal. The triangle the op does not read gets no gradient."""
+    lower, tr, unit = bool(flags & 1), bool(flags & 2), bool(flags & 4)
+    a, rhs = general(batch + (4, 4)) + 2 * np.eye(4), general(batch + (4, 2), 1)
+    fn = _ir_loss(lambda b, x, y: b.triangular_solve(x, y, lower=lower, transpose=tr,
+                                                      unit_diagonal=unit), a, rhs)
+    g = check_grads(fn, [a, rhs], order=1 if unit else 2)
+    ga = run(g, a, rhs)[1]
+    unread = np.triu(np.ones((4, 4)), 1 if not unit else 0) if lower else \
+        np.tril(np.ones((4, 4)), -1 if not unit else 0)
+    assert np.all(ga[..., unread == 1] == 0)
+
+
+@pytest.mark.parametrize("batch", [(), (3,)], ids=["unbatched", "batched"])
+def test_lu_rule(batch: tuple[int, ...]) -> None:
+    """The packed factors' gradient (both orders); pivoting happens (rows swapped)."""
+    a = general(batch + (4, 4), 2)
+    fn = _ir_loss(lambda b, x: b.lu(x)[0], a)
+    check_grads(fn, [a], order=2)
