@@ -524,3 +524,26 @@ def test_lu_rule(batch: tuple[int, ...]) -> None:
     a = general(batch + (4, 4), 2)
     fn = _ir_loss(lambda b, x: b.lu(x)[0], a)
     check_grads(fn, [a], order=2)
+
+
+def _float32_gradients(name: str, backend: str) -> None:
+    fn, make = GRADS[name]
+    args = [a.astype(F32) for a in make((3, 3) if name == "lstsq" else (2, 3, 3))]
+    _, g = yota.grad(fn, *args, backend=backend)
+    _, g64 = yota.grad(fn, *[a.astype(F64) for a in args])
+    for x, y in zip(g, g64, strict=True):
+        assert x.dtype == F32
+        # well-conditioned inputs: a float32 gradient is a few hundred eps from float64's
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-3 * max(1.0, float(np.max(np.abs(y)))))
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_float32_gradients(name: str) -> None:
+    """float32 in, float32 gradients out, close to the float64 ones (interpreter)."""
+    _float32_gradients(name, "interp")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_float32_gradients_llvm(name: str) -> None:
+    _float32_gradients(name, "llvm")
