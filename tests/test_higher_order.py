@@ -285,3 +285,29 @@ def test_no_tracer_outlives_a_nested_trace() -> None:
     nested = [e.extra for e in program_of(f).tape.entries
               if isinstance(e.extra, yota.tape.Inlined)]
     assert len(nested) == 1 and not nested[0].tape.foreign_tracers
+
+
+def test_hvp_on_the_cuda_backend_emulated() -> None:
+    """The nested program's kernels, compiled for CUDA and run on the CPU emulation of the
+    kernels (as tests/test_cuda_frontend.py does without a GPU)."""
+    from yota.backends import cuda
+    from yota.backends.cuda.emulate import EmuDevice, emulation_available
+
+    reason = emulation_available()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("cupy", reason="CuPy is not installed (the cuda extra)")
+    rng = np.random.default_rng(5)
+    x, v = rng.normal(size=3), rng.normal(size=3)
+
+    def hvp_loss(x: Any, v: Any) -> Any:
+        return np.sum(yota.grad(loss, x)[1][0] * v)
+
+    cuda.use_device(EmuDevice())
+    try:
+        _, g = yota.grad(hvp_loss, x, v, backend="cuda")
+    finally:
+        cuda.use_device(None)
+    _, ref = yota.grad(hvp_loss, x, v, backend="interp")
+    np.testing.assert_allclose(np.asarray(g[0]), ref[0], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(g[1]), ref[1], rtol=1e-12, atol=1e-14)
