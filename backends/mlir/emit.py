@@ -88,8 +88,8 @@ def reduce(c: FnCtx, x: str, t: TensorType, kind: str, axes: tuple[int, ...]) ->
     rt = t.with_shape(tuple(t.shape[a] for a in kept))
     init = c.fill(rt, identity(kind, t.dtype))
 
-    def body(L: Lines, args: list[str]) -> list[str]:
-        return [emit_scalar(L, COMBINE[kind], [args[0], args[1]], [t.dtype] * 2, t.dtype)]
+    def body(L: Lines, args: list[str]) -> list[str]:  # NumPy's acc = maximum(acc, x)
+        return [emit_scalar(L, COMBINE[kind], [args[1], args[0]], [t.dtype] * 2, t.dtype)]
     iters = ["reduction" if a in axes else "parallel" for a in range(t.ndim)]
     return c.generic([(x, t, identity_map(t.ndim))],
                      [(init, rt, affine_map(t.ndim, [f"d{a}" for a in kept]))], iters,
@@ -330,7 +330,7 @@ def _kernel_body(L: Lines, body: object, args: list[str], reductions: dict[objec
             names[o.result] = L.const(np.asarray(o.attrs["value"]).reshape(-1)[0], o.result.dtype)
         elif o.name in reductions.values() and o.result in reductions:
             x = names[o.operands[0]]
-            names[o.result] = emit_scalar(L, COMBINE[o.name], [x, acc[o.result]],
+            names[o.result] = emit_scalar(L, COMBINE[o.name], [acc[o.result], x],
                                           [o.result.dtype] * 2, o.result.dtype)
         else:
             names[o.result] = emit_scalar(L, o.name, [names[v] for v in o.operands],

@@ -1,6 +1,7 @@
-"""``gather`` and ``scatter_add``: a ``linalg.generic`` whose body reads with
+"""``gather``, ``scatter_add``, ``scatter`` and ``update_slice``: a ``linalg.generic`` whose body reads with
 ``tensor.extract`` at the gathered position, and ``scf.for`` loops that add each update
-into the result with ``tensor.extract`` / ``tensor.insert``.
+into (or write it to) the result with ``tensor.extract`` / ``tensor.insert``;
+``tensor.insert_slice`` for a slice's update.
 
 Negative indices count from the end. Positions are clamped into the axis so no access
 is ever out of bounds; in an executable module each index array is first checked (the
@@ -34,9 +35,10 @@ def _position(L: Lines, i: str, dt: np.dtype, size: int) -> str:
     return L.op(f"arith.index_cast {j} : i64 to index")
 
 
-def _check(c: FnCtx, op: Op, m: int, size: int) -> None:
-    """Executable modules: the first index of array ``m`` outside an axis of ``size``."""
-    v = op.operands[1 + m]
+def _check(c: FnCtx, op: Op, m: int, size: int, first: int = 1) -> None:
+    """Executable modules: the first index of array ``m`` (operand ``first + m``) outside
+    an axis of ``size``."""
+    v = op.operands[first + m]
     t = v.type
     f = TensorType("bool", ())
     z = TensorType(I64, ())
@@ -88,25 +90,44 @@ def _gather(c: FnCtx, op: Op) -> None:
                         ["parallel"] * n, body)[0])
 
 
-@emitter("scatter_add")
-def _scatter_add(c: FnCtx, op: Op) -> None:
-    u, r = op.operands[0], op.result
-    a, k = op.attrs["axis"], len(op.operands) - 1
+@emitter("scatter_add", "scatter")
+def _scatter(c: FnCtx, op: Op) -> None:
+    """``scatter_add(u, i...)``: zeros plus each update at its position (repeats add up);
+    ``scatter(x, u, i...)``: ``x`` with each update written (the last repeat wins)."""
+    first = 1 if op.name == "scatter_add" else 2
+    u, r = op.operands[first - 1], op.result
+    a, k = op.attrs["axis"], len(op.operands) - first
     sizes = [r.shape[a + m] for m in range(k)]
     if c.executable:
         for m, s in enumerate(sizes):
-            _check(c, op, m, s)
-    out = c.fill(r.type, 0)
+            _check(c, op, m, s, first)
+    out = c.fill(r.type, 0) if op.name == "scatter_add" else c.name(op.operands[0])
     if 0 in sizes or u.type.size == 0:
         c.bind(r, out)
         return
-    c.bind(r, _loops(c, op, out, sizes))
+    c.bind(r, _loops(c, op, out, sizes, first))
 
 
-def _loops(c: FnCtx, op: Op, init: str, sizes: list[int]) -> str:
+@emitter("update_slice")
+def _update_slice(c: FnCtx, op: Op) -> None:
+    """``x`` with ``x[start:stop:step] = u``: ``tensor.insert_slice``."""
+    (x, u), r = op.operands, op.result
+    if not r.shape:
+        c.bind(r, c.name(u))
+        return
+    if u.type.size == 0:
+        c.bind(r, c.name(x))
+        return
+    a = op.attrs
+    c.bind(r, c.L.op(f"tensor.insert_slice {c.name(u)} into {c.name(x)}{list(a['start'])} "
+                     f"{list(u.shape)} {list(a['step'])} : {tensor(u.type)} into "
+                     f"{tensor(r.type)}"))
+
+
+def _loops(c: FnCtx, op: Op, init: str, sizes: list[int], first: int) -> str:
     """``scf.for`` over every update element, carrying the result tensor."""
-    u, idx, r = op.operands[0], op.operands[1:], op.result
-    a, k, ni = op.attrs["axis"], len(sizes), op.operands[1].ndim
+    u, idx, r = op.operands[first - 1], op.operands[first:], op.result
+    a, k, ni = op.attrs["axis"], len(sizes), op.operands[first].ndim
     L, rt = c.L, tensor(r.type)
     zero, one = L.index(0), L.index(1)
     ivs, carried, results = [], init, []
@@ -126,8 +147,10 @@ def _loops(c: FnCtx, op: Op, init: str, sizes: list[int]) -> str:
         pos.append(_position(L, i, idx[m].dtype, sizes[m]))
     pos += ivs[a + ni:]
     where = ", ".join(pos)
-    old = L.op(f"tensor.extract {carried}[{where}] : {rt}")
-    new = emit_scalar(L, "add", [old, upd], [r.dtype] * 2, r.dtype)
+    new = upd
+    if op.name == "scatter_add":
+        old = L.op(f"tensor.extract {carried}[{where}] : {rt}")
+        new = emit_scalar(L, "add", [old, upd], [r.dtype] * 2, r.dtype)
     val = L.op(f"tensor.insert {new} into {carried}[{where}] : {rt}")
     for res in reversed(results):
         L.line(f"scf.yield {val} : {rt}")

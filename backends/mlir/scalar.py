@@ -211,6 +211,18 @@ def _int_divmod(L: Lines, a: str, b: str, dt: np.dtype) -> tuple[str, str]:
     return select(L, is0, zero, q, dt), select(L, is0, zero, r, dt)
 
 
+def copysign(L: Lines, mag: str, sign: str, dt: np.dtype) -> str:
+    """``mag`` with the sign bit of ``sign``, on the bits (math.copysign has no LLVM
+    lowering in MLIR 22)."""
+    it = f"i{8 * dt.itemsize}"
+    top = -(1 << (8 * dt.itemsize - 1))
+    m = L.op(f"arith.bitcast {mag} : {elem(dt)} to {it}")
+    s = L.op(f"arith.bitcast {sign} : {elem(dt)} to {it}")
+    s = L.op(f"arith.andi {s}, {L.op(f'arith.constant {top} : {it}', 'c')} : {it}")
+    m = L.op(f"arith.andi {m}, {L.op(f'arith.constant {-top - 1} : {it}', 'c')} : {it}")
+    return L.op(f"arith.bitcast {L.op(f'arith.ori {m}, {s} : {it}')} : {it} to {elem(dt)}")
+
+
 def _float_divmod(L: Lines, a: str, b: str, dt: np.dtype) -> tuple[str, str]:
     """NumPy's ``npy_floor_divide`` and ``npy_remainder`` (fmod-based, Python signs)."""
     bool_ = np.dtype(bool)
@@ -221,13 +233,13 @@ def _float_divmod(L: Lines, a: str, b: str, dt: np.dtype) -> tuple[str, str]:
     differ = _bin(L, "arith.xori", fcmp(L, "olt", b, z, dt), fcmp(L, "olt", mod, z, dt), bool_)
     adj = _bin(L, "arith.andi", mod_nz, differ, bool_)
     m = select(L, adj, _bin(L, "arith.addf", mod, b, dt), mod, dt)
-    m = select(L, mod_nz, m, _bin(L, "math.copysign", z, b, dt), dt)
+    m = select(L, mod_nz, m, copysign(L, z, b, dt), dt)
     div = select(L, adj, _bin(L, "arith.subf", div, one, dt), div, dt)
     fl = _un(L, "math.floor", div, dt)
     half = fcmp(L, "ogt", _bin(L, "arith.subf", div, fl, dt), L.const(0.5, dt), dt)
     fl = select(L, half, _bin(L, "arith.addf", fl, one, dt), fl, dt)
     q = _bin(L, "arith.divf", a, b, dt)
-    fl = select(L, fcmp(L, "une", div, z, dt), fl, _bin(L, "math.copysign", z, q, dt), dt)
+    fl = select(L, fcmp(L, "une", div, z, dt), fl, copysign(L, z, q, dt), dt)
     b0 = fcmp(L, "oeq", b, z, dt)
     return select(L, b0, q, fl, dt), select(L, b0, mod, m, dt)
 
