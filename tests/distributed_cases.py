@@ -337,6 +337,54 @@ def broadcast_leaves() -> None:
     assert np.array_equal(keep, np.ones(2) * RANK)
 
 
+class HostStandIn(np.ndarray):
+    """A NumPy array with CuPy's transfer methods (``get(out=)``, ``set``): stands in for
+    device arrays, to run the device path (device buckets, the collective NCCL decision,
+    host staging) where there is no GPU."""
+
+    def get(self, out: np.ndarray | None = None) -> np.ndarray:
+        host = np.asarray(self).copy() if out is None else out
+        if out is not None:
+            out[...] = np.asarray(self)
+        return host
+
+    def set(self, host: np.ndarray) -> None:
+        np.asarray(self)[...] = host
+
+
+@case
+def device_path_with_host_stand_in() -> None:
+    """The device path of yota.distributed on stand-in arrays: buckets allocated as
+    'device' arrays, NCCL found unusable by every rank alike (no NCCL here), each bucket
+    and each large array reduced through its host copy; the numbers equal the host path."""
+    import yota.distributed as D
+
+    kind, cupy_mod = D._kind, D._cupy
+    fake = type("xp", (), {"empty": staticmethod(lambda n, dt: HostStandIn((n,), dt))})
+    D._kind = lambda x: "c" if isinstance(x, HostStandIn) else kind(x)
+    D._cupy = lambda: fake
+    try:
+        m = mlp(0)
+        X, y = shards(4)[RANK]
+        _, g0 = yota.grad(mlp_loss, m, X, y)
+        local = {k: np.copy(v) for k, v in g0[0].items() if not isinstance(v, float)}
+        for bucket_bytes in (None, 100):
+            _, g = yota.grad(mlp_loss, m, X, y)
+            for k, v in local.items():
+                dev = HostStandIn(v.shape, v.dtype)
+                dev[...] = v
+                g[0][k] = dev
+            allreduce_(g, comm, argnums=(0,), bucket_bytes=bucket_bytes)
+            parts = comm.allgather(local)
+            for k in local:
+                assert isinstance(g[0][k], HostStandIn)
+                close(g[0][k], np.mean([p[k] for p in parts], axis=0), 1e-14)
+        red = D._reducer(comm)
+        assert red.nccl is False  # decided once, the same on every rank
+    finally:
+        D._kind, D._cupy = kind, cupy_mod
+
+
 def after_failure_still_in_step() -> None:
     """A correct step right after a failed one: the ranks are in step, the buffers hold
     this step's numbers."""

@@ -50,6 +50,7 @@ CASE_NAMES = [
     "inputs_never_overwritten", "float_args_and_aux", "fail_yota_error_on_one_rank",
     "fail_exception_in_f", "fail_guard_changes_program_on_one_rank", "fail_shape_differs",
     "fail_dtype_differs", "fail_allreduce_and_broadcast_structure", "broadcast_leaves",
+    "device_path_with_host_stand_in",
 ]
 
 
