@@ -333,3 +333,28 @@ def test_programs_live_as_long_as_their_function() -> None:
         diff(lambda: np.sum(p * p))  # a new function each time: its own program
     gc.collect()
     assert len(_static_cache) <= before  # none kept once the lambdas are gone
+
+
+class Model:
+    def __init__(self) -> None:
+        self.W = np.array([1.0, 2.0, 3.0])
+
+    def loss(self, x: Any) -> Any:
+        return np.sum(self.W * x)
+
+    def loss2(self, x: Any) -> Any:
+        return np.sum(self.W * x * x)
+
+
+def test_bound_methods_are_cached_per_object_and_function() -> None:
+    """obj.method is a new object at each access: its programs are kept under obj."""
+    m, x = Model(), np.ones(3)
+    yota.grad(m.loss, x), grad(m.loss2)(x)
+    before = yota.stats.traces
+    for _ in range(3):
+        np.testing.assert_allclose(yota.grad(m.loss, x)[1][0], m.W)
+        np.testing.assert_allclose(grad(m.loss2)(x), 2 * m.W)  # not loss's program
+    assert yota.stats.traces == before
+    other = Model()
+    other.W = np.array([-1.0, 0.0, 1.0])  # another object: its own programs
+    np.testing.assert_allclose(yota.grad(other.loss, x)[1][0], other.W)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -212,8 +213,8 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
         leaves, sig = flatten_args(args)
     except TraceError as e:
         raise argument_error(f, args, e) from None
-    key = (sig, opts.backend, opts.optimize, opts.has_aux, opts.wrt)
-    owner = _cache_owner(f if opts.owner is None else opts.owner)
+    owner, method = _owner_of(f if opts.owner is None else opts.owner)
+    key = (sig, opts.backend, opts.optimize, opts.has_aux, opts.wrt, method)
     per_fn = _static_cache.setdefault(owner, {})
     variants = per_fn.setdefault(key, _Variants())
     failed: tuple[Program, GuardFailed] | None = None
@@ -265,6 +266,14 @@ def _note_retrace(f: Any, variants: _Variants, program: Program, e: GuardFailed)
         "compiles a new program. Keep it as an array (to log it, return it as a second "
         "output of a wrapper) or compute it outside the function.", RetraceWarning,
         stacklevel=4)
+
+
+def _owner_of(f: Any) -> tuple[Any, Any]:
+    """The object ``f``'s programs are cached under, and what tells them apart there: a
+    bound method (a new object at each ``obj.method``) under its object, by its function."""
+    if isinstance(f, types.MethodType):
+        return _cache_owner(f.__self__), f.__func__
+    return _cache_owner(f), None
 
 
 def _cache_owner(f: Any) -> Any:
