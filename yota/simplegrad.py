@@ -155,6 +155,10 @@ class SimpleGrad:
 def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
     """A plain Python function ``(args...) -> (value, *grads)`` computing ``f``'s gradient.
 
+    Called inside a function that Yota is tracing, the generated function traces through
+    (the gradient program of ``f`` is inlined into the enclosing trace and differentiated
+    with it).
+
     >>> import numpy as np, yota
     >>> g = yota.simplegrad(lambda x: np.sum(x * x), np.ones(2))
     >>> g(np.array([1.0, 2.0]))[1]

@@ -175,6 +175,7 @@ def inline(fn: Function, tape: Tape, args: Any, what: str) -> list[Any]:
                 ctx.array_var(e.extra)
         ctx.tape.bound_consts += tape.bound_consts
     tape.foreign_tracers = {}  # the tape outlives this trace: it must hold no tracer
+
     def forward(*xs: Any) -> list[Any]:
         with suspended():
             return list(run(fn, *xs))
