@@ -358,3 +358,17 @@ def test_bound_methods_are_cached_per_object_and_function() -> None:
     other = Model()
     other.W = np.array([-1.0, 0.0, 1.0])  # another object: its own programs
     np.testing.assert_allclose(yota.grad(other.loss, x)[1][0], other.W)
+
+
+def test_errors_name_diff_and_the_users_function() -> None:
+    p = Param(np.ones(2))
+
+    def not_scalar(x: Any) -> Any:
+        return p * x
+
+    line = not_scalar.__code__.co_firstlineno
+    with pytest.raises(yota.TraceError, match=rf"yota.autograd.diff needs not_scalar "
+                                              rf"\(test_autograd.py:{line}\) to return a scalar"):
+        diff(not_scalar, np.ones(2))
+    with pytest.raises(yota.YotaError, match="diff"):
+        diff(3.0)  # type: ignore[arg-type]

@@ -49,6 +49,7 @@ from .primitives import Primitive
 from .program import Program, flatten_args
 from .sideeffects import _user_code, _user_object
 from .tape import Entry, Loc, Tape, Var
+from .validate import check_callable
 
 __all__ = ["Param", "Result", "Node", "diff", "value", "grad", "gradloss", "params",
            "primitive", "zerograd", "BACKEND"]
@@ -236,6 +237,7 @@ def diff(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Result:
     of the compiled program, where arrays a new closure holds at every call would make a
     new program each time.
     """
+    check_callable(fn, "diff")
     ps = tuple(params((fn, args, kwargs)))
     body, owner, key = _body(fn)
     values = tuple(p.value for p in ps)
@@ -269,6 +271,8 @@ def _body(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Any, Any]:
 
     diffed.__name__ = getattr(fn, "__name__", "fn")
     diffed.__qualname__ = getattr(fn, "__qualname__", diffed.__name__)
+    diffed.__yota_source__ = getattr(fn, "__func__", fn)  # type: ignore[attr-defined]
+    diffed.__yota_api__ = "yota.autograd.diff"  # type: ignore[attr-defined]
     return diffed, owner, key
 
 

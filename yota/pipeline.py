@@ -154,7 +154,8 @@ def check_scalar(tape: Tape, val: Any, f: Any, r: Any = _RESULT) -> None:
     else:
         what = f"a {type(val).__name__}"
     where = f" ({tape.loc})" if tape.loc else ""
-    raise TraceError(f"yota.grad needs {name}{where} to return a scalar float (0-d), but it "
+    api = getattr(f, "__yota_api__", "yota.grad")  # the front end that differentiates f
+    raise TraceError(f"{api} needs {name}{where} to return a scalar float (0-d), but it "
                      f"returned {what}; reduce it first (np.sum, np.mean) or differentiate "
                      "one element")
 

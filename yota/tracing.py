@@ -52,7 +52,8 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
 def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
     check_arity(f, args)
     name = getattr(f, "__name__", type(f).__name__)
-    code = getattr(f, "__code__", None)
+    # a front end's wrapper (yota.autograd.diff's) names the user's function it runs
+    code = getattr(getattr(f, "__yota_source__", f), "__code__", None)
     loc = Loc(code.co_filename, code.co_firstlineno, name) if code else None
     tape = Tape(name, loc)
     tape.argnames = argnames(f, len(args))
