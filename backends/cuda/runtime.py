@@ -16,7 +16,7 @@ synchronizes: its outputs are CuPy arrays whose values arrive in stream order.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,9 @@ def cupy_linalg(cp: Any, name: str, attrs: dict[str, Any], xs: list[Any], cxl: A
     ``cp``/``cxl``: the ``cupy`` and ``cupyx.scipy.linalg`` modules (tests hand NumPy
     stand-ins)."""
     if cxl is None:
-        from cupyx.scipy import linalg as cxl
+        from cupyx.scipy import linalg as cupyx_linalg
+
+        cxl = cupyx_linalg
 
     a = xs[0]
     if name == "cholesky":
@@ -58,11 +60,13 @@ def cupy_linalg(cp: Any, name: str, attrs: dict[str, Any], xs: list[Any], cxl: A
         return list(cp.linalg.svd(a, full_matrices=attrs["full_matrices"]))
     if name == "svdvals":
         return [cp.linalg.svd(a, compute_uv=False)]
-    per = {"qr": lambda m: cp.linalg.qr(m, mode="reduced"),
-           "lu": lambda m: _lu_perm(cp, *cxl.lu_factor(m)),
-           "triangular_solve": lambda m, b: (cxl.solve_triangular(
-               m, b, trans=1 if attrs["transpose"] else 0, lower=attrs["lower"],
-               unit_diagonal=attrs["unit_diagonal"]),)}[name]
+    table: dict[str, Callable[..., Any]] = {
+        "qr": lambda m: cp.linalg.qr(m, mode="reduced"),
+        "lu": lambda m: _lu_perm(cp, *cxl.lu_factor(m)),
+        "triangular_solve": lambda m, b: (cxl.solve_triangular(
+            m, b, trans=1 if attrs["transpose"] else 0, lower=attrs["lower"],
+            unit_diagonal=attrs["unit_diagonal"]),)}
+    per = table[name]
     batch = a.shape[:-2]
     outs = [per(*(x[i] for x in xs)) for i in np.ndindex(*batch)] if batch else [per(*xs)]
     return [cp.stack([o[j] for o in outs]).reshape(batch + outs[0][j].shape)

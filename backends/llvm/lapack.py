@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from typing import TypeAlias
 
 import llvmlite.ir as ir
 import numpy as np
@@ -73,7 +74,7 @@ SIGNATURES: dict[str, tuple[int, int, int | None]] = {
     "syevd": (11, 2, 10), "gesdd": (14, 1, 13), "geqrf": (8, 0, 7), "orgqr": (9, 0, 8)}
 assert set(SIGNATURES) == set(LAPACK_ROUTINES)
 F64, I8T = np.dtype(np.float64), np.dtype(np.int64)
-Arg = str | int | float | ir.Value  # a character, an integer, a float scalar, a pointer
+Arg: TypeAlias = "str | int | float | ir.Value"  # a character, integer, float, pointer
 
 
 def _emitter(name: str) -> Callable[[Emitter], Emitter]:
@@ -473,13 +474,12 @@ def _svd(g: FnGen, op: Op) -> None:
     identities for the full factors, as NumPy."""
     a = op.operands[0]
     u, s, vt = op.results
-    dt, (m, n), nb = a.dtype, a.shape[-2:], a.ndim - 2
+    dt, (m, n) = a.dtype, a.shape[-2:]
     _check_bound(op, "gesdd", F64)
     if min(m, n) == 0:
         for f in (u, vt):
             if f.type.size:
-                _batch(g, f, lambda idx, f=f: _identity(g, g.loc(f), dt, idx, nb,
-                                                        f.shape[-1]))
+                _identities(g, f)
         return
     su = _scratch(g, u.shape, F64, column_major=True)
     svt = _scratch(g, vt.shape, F64, column_major=True)
@@ -487,6 +487,13 @@ def _svd(g: FnGen, op: Op) -> None:
     _gesdd(g, op, jobz, s, [(su, m), (svt, vt.shape[-2])])
     _copy(g, u.shape, su, F64, g.loc(u), dt)
     _copy(g, vt.shape, svt, F64, g.loc(vt), dt)
+
+
+def _identities(g: FnGen, f: Value) -> None:
+    """An identity matrix in every matrix of ``f``."""
+    def one(idx: list[ir.Value]) -> None:
+        _identity(g, g.loc(f), f.dtype, idx, f.ndim - 2, f.shape[-1])
+    _batch(g, f, one)
 
 
 @_emitter("svdvals")

@@ -31,14 +31,14 @@ _lock = threading.Lock()
 _ready = False
 
 # Generated code calls these; the loader binds them with llvm.add_symbol.
-BLAS_SYMBOLS = {
+BLAS_SYMBOLS: dict[str, tuple[str, ...]] = {
     "yota_sgemm": ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm"),
     "yota_dgemm": ("scipy_cblas_dgemm64_", "cblas_dgemm64_", "cblas_dgemm"),
 }
 # The LAPACK routines ``lapack.py`` calls (Fortran ABI, ILP64: 64-bit integers by
 # reference), bound the same way: ``yota_<s|d><routine>`` -> the library's name for it.
 LAPACK_ROUTINES = ("potrf", "trsm", "getrf", "gesv", "syevd", "gesdd", "geqrf", "orgqr")
-LAPACK_SYMBOLS = {f"yota_{p}{r}": (f"scipy_{p}{r}_64_", f"{p}{r}_64_")
+LAPACK_SYMBOLS: dict[str, tuple[str, ...]] = {f"yota_{p}{r}": (f"scipy_{p}{r}_64_", f"{p}{r}_64_")
                   for p in "sd" for r in LAPACK_ROUTINES}
 
 
