@@ -316,3 +316,23 @@ def test_docstring_examples() -> None:
     import doctest
 
     assert doctest.testmod(profile_mod).failed == 0
+
+
+def test_calls_from_other_threads_are_recorded_on_their_own_track() -> None:
+    import threading
+
+    f = lambda x: np.sum(np.exp(x) * x)  # noqa: E731
+    x = np.ones(6)
+    yota.grad(f, x)
+    with yota.profile() as p:
+        yota.grad(f, x)
+        t = threading.Thread(target=lambda: [yota.grad(f, x) for _ in range(2)])
+        t.start()
+        t.join()
+    assert p.calls == 3
+    events = p.chrome_trace()["traceEvents"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert sorted(names) == [1, 2] and "main thread" in names.values()
+    per = {tid: sum(1 for e in events if e.get("cat") == "program" and e["tid"] == tid)
+           for tid in names}
+    assert sorted(per.values()) == [1, 2]

@@ -410,13 +410,13 @@ def chrome_events(p: Profile) -> dict[str, Any]:
     us = lambda ns: (ns - p.origin) / 1e3  # noqa: E731
     events: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": pid, "args": {"name": "yota"}}]
-    tids: set[int] = set()
+    tids: dict[int, int] = {}  # thread ident -> small trace tid (1, 2, ...)
     with p._lock:
         recorded = list(p._events)
-    for variant, times, tid, draws_ns in recorded:
+    for variant, times, ident, draws_ns in recorded:
         if variant is None:
             continue
-        tids.add(tid)
+        tid = tids.setdefault(ident, len(tids) + 1)
         events.append({"name": variant.name, "cat": "program", "ph": "X", "pid": pid,
                        "tid": tid, "ts": us(times.start), "dur": (times.end - times.start) / 1e3,
                        "args": {"backend": variant.backend, "random draws us": draws_ns / 1e3}})
@@ -427,9 +427,10 @@ def chrome_events(p: Profile) -> dict[str, Any]:
                            "ts": us(int(times.starts[s])),
                            "dur": (int(times.ends[s]) - int(times.starts[s])) / 1e3,
                            "args": {"where": where, "phase": phase, "program": variant.name}})
-    for tid in sorted(tids):
+    for ident, tid in tids.items():
+        name = "main thread" if ident == threading.main_thread().ident else f"thread {ident}"
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                       "args": {"name": f"thread {tid}"}})
+                       "args": {"name": name}})
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"producer": "yota.profile", "calls": p.calls,
                           "total us": p.total_ns / 1e3}}
