@@ -53,6 +53,7 @@ _WHY = {
 }
 _CLASSES = {
     MOVE: "reshape transpose broadcast slice flip pad concatenate gather select const max min "
+          "update_slice scatter "
           "maximum minimum neg abs",
     EXACT: "add sub mul div sqrt square reciprocal convert",
     STEP: "lt le gt ge eq ne and or xor not floor ceil round sign floordiv mod isnan isinf "
@@ -203,6 +204,10 @@ def _move_class(op: str, xs: list[np.ndarray], ds: list[np.ndarray], attrs: dict
         if any(np.any(d > 0) for d in ds[1:]):
             return np.full(y.shape, np.inf)
         return np.asarray(impl(ds[0], *xs[1:], **attrs), dtype=np.float64)
+    if op == "scatter":  # the bounds of x, with the updates' bounds where they land
+        if any(np.any(d > 0) for d in ds[2:]):
+            return np.full(y.shape, np.inf)
+        return np.asarray(impl(ds[0], ds[1], *xs[2:], **attrs), dtype=np.float64)
     return np.asarray(impl(*ds, **attrs), dtype=np.float64)
 
 

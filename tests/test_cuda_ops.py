@@ -195,12 +195,24 @@ def _index_cases(rng: np.random.Generator) -> list[Case]:
         i = b.input(TensorType("i64", (2, 3)))
         j = b.input(TensorType("i32", (2, 3)))
         u = b.input(TensorType(dt, (5, 2, 3, 3)))
+        w = b.input(TensorType(dt, (2, 3, 4, 3)))
+        # scatter: rows [[0, 4], [2, -2]] of x replaced (no repeats: on a GPU, which of
+        # repeated writes wins is unspecified, as NumPy leaves it)
+        rows = b.const(np.array([[0, 4], [2, -2]]))
+        col = b.slice(w, start=(0, 0, 0, 0), stop=(2, 2, 1, 3), step=(1, 1, 1, 1))
+        scat = b.scatter(x, b.broadcast(col, shape=(2, 2, 4, 3)), rows, axis=0)
+        # update_slice: rows 1 and 3 of x replaced by w[0, :2]
+        band = b.reshape(b.slice(w, start=(0, 0, 0, 0), stop=(1, 2, 4, 3), step=(1, 1, 1, 1)),
+                         shape=(2, 4, 3))
+        upd_slice = b.update_slice(x, band, start=(1, 0, 0), stop=(5, 4, 3), step=(2, 1, 1))
         fn = b.build([b.gather(x, i, axis=0), b.gather(x, i, j, axis=0), b.gather(x, j, axis=1),
-                      b.scatter_add(u, i, j, axis=1, shape=(5, 5, 4, 3))])
+                      b.scatter_add(u, i, j, axis=1, shape=(5, 5, 4, 3)), scat, upd_slice])
         iv = np.array([[0, -1, 4], [2, 2, -5]])
         jv = np.array([[1, 3, -1], [0, 0, 2]], np.int32)
-        args = [sample(rng, (5, 4, 3), dt, False), iv, jv, sample(rng, (5, 2, 3, 3), dt, False)]
-        out.append(Case(f"idx_{dt}", fn, args, ("gather", "scatter_add")))
+        args = [sample(rng, (5, 4, 3), dt, False), iv, jv, sample(rng, (5, 2, 3, 3), dt, False),
+                sample(rng, (2, 3, 4, 3), dt, False)]
+        out.append(Case(f"idx_{dt}", fn, args, ("gather", "scatter_add", "scatter",
+                                                   "update_slice")))
     return out
 
 

@@ -165,6 +165,9 @@ case("pad", _emit("pad", low=(1, 0), high=(0, 2), interior=(1, 0)), t(F32, 2, 3)
 case("concatenate", _emit("concatenate", axis=1), t(F32, 2, 1), t(F32, 2, 0), t(F32, 2, 3))
 case("gather", _emit("gather", axis=1), t(F32, 2, 3, 4), t(I64, 5), t(I64, 5))
 case("scatter_add", _emit("scatter_add", axis=0, shape=(3, 2)), t(F64, 4, 2), t(I32, 4))
+case("scatter", _emit("scatter", axis=1), t(F32, 2, 3), t(F32, 2, 4), t(I64, 4))
+case("update_slice", _emit("update_slice", start=(1, 0), stop=(4, 3), step=(2, 1)),
+     t(F32, 5, 3), t(F32, 2, 3))
 case("matmul", _emit("matmul"), t(F32, 2, 3, 4), t(F32, 2, 4, 5))
 case("cholesky", lambda b, x: b.cholesky(b.add(b.matmul(x, b.transpose(x, perm=(1, 0))),
                                                 b.const(3 * np.eye(3)))), t(F64, 3, 3),

@@ -235,14 +235,18 @@ def test_empty_shapes() -> None:
 # -- indexing -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dt", ["f32", "i64"])
 def test_gather_and_scatter_add(dt: str) -> None:
-    COVERED.update(["gather", "scatter_add"])
+    COVERED.update(["gather", "scatter_add", "scatter", "update_slice"])
     b = Builder("idx")
     x = b.input(TensorType(dt, (5, 4, 3)))
     i = b.input(TensorType("i64", (2, 3)))
     j = b.input(TensorType("i32", (2, 3)))
     u = b.input(TensorType(dt, (5, 2, 3, 3)))
+    band = b.slice(u, start=(0, 0, 0, 0), stop=(1, 2, 3, 3), step=(1, 1, 1, 1))
     outs = [b.gather(x, i, axis=0), b.gather(x, i, j, axis=0), b.gather(x, j, axis=1),
-            b.scatter_add(u, i, j, axis=1, shape=(5, 5, 4, 3))]
+            b.scatter_add(u, i, j, axis=1, shape=(5, 5, 4, 3)),
+            b.scatter(b.scatter_add(u, i, j, axis=1, shape=(5, 5, 4, 3)), u, i, j, axis=1),
+            b.update_slice(x, b.reshape(band, shape=(2, 3, 3)), start=(1, 1, 0),
+                           stop=(5, 4, 3), step=(2, 1, 1))]
     fn = b.build(outs)
     rng = np.random.default_rng(14)
     iv = np.array([[0, -1, 4], [2, 2, -5]])  # negative, repeated

@@ -416,6 +416,34 @@ def test_gather_and_scatter_add(dtype: np.dtype, layout: str, seed: int, axis: i
                    [upd, *idx], acc)
 
 
+@covers("scatter", "update_slice")
+@SETTINGS
+@given(dtype=floats, layout=layouts, seed=seeds, axis=st.integers(0, 2),
+       ishape=st.sampled_from([(), (4,), (0,), (2, 3)]))
+def test_scatter_and_update_slice(dtype: np.dtype, layout: str, seed: int, axis: int,
+                                  ishape: tuple[int, ...]) -> None:
+    """Writes: x with x[..., idx, ...] = u (repeated indices: the last update wins, as
+    NumPy's assignment does here) and x with a strided region replaced."""
+    rng = np.random.default_rng(seed)
+    shape = (3, 4, 2, 1)
+    x = sample(rng, shape, dtype, layout=layout)
+    idx = rng.integers(-shape[axis], shape[axis], ishape)
+    key = (slice(None),) * axis + (idx,)
+    upd = sample(rng, x[key].shape, dtype)
+    want = x.copy()
+    want[key] = upd
+    assert_runs_as(lambda b, v, u, i: b.scatter(v, u, i, axis=axis), [x, upd, idx], want)
+    start = tuple(int(rng.integers(0, d + 1)) for d in shape)
+    stop = tuple(int(rng.integers(a, d + 1)) for a, d in zip(start, shape, strict=True))
+    step = tuple(int(rng.integers(1, 3)) for _ in shape)
+    region = tuple(slice(a, b, c) for a, b, c in zip(start, stop, step, strict=True))
+    u = sample(rng, x[region].shape, dtype)
+    want = x.copy()
+    want[region] = u
+    assert_runs_as(lambda b, v, w: b.update_slice(v, w, start=start, stop=stop, step=step),
+                   [x, u], want)
+
+
 # -- linear algebra and reductions -------------------------------------------------------------
 @covers("matmul")
 @SETTINGS
@@ -559,6 +587,11 @@ ERRORS.update({
                ["f32[2]", "integer"]),
     "scatter_add": (lambda b: b.scatter_add(b.input(t(F32, 3)), b.input(t(I64, 2)), axis=0,
                                             shape=(5,)), ["f32[3]", "[2]"]),
+    "scatter": (lambda b: b.scatter(b.input(t(F32, 3)), b.input(t(F32, 3)),
+                                    b.input(t(I64, 2)), axis=0), ["f32[3]", "f32[2]"]),
+    "update_slice": (lambda b: b.update_slice(b.input(t(F32, 4)), b.input(t(F32, 3)),
+                                              start=(0,), stop=(4,), step=(2,)),
+                     ["f32[4]", "f32[2]", "f32[3]"]),
     "cholesky": (lambda b: b.cholesky(b.input(t(F32, 2, 3))), ["square", "f32[2,3]"]),
     "triangular_solve": (lambda b: b.triangular_solve(
         b.input(t(F64, 3, 3)), b.input(t(F64, 2, 3)), lower=True, transpose=False,

@@ -98,6 +98,28 @@ def loss_w4(xp: Any) -> Callable[..., Any]:
     return loss
 
 
+def loss_w7(xp: Any) -> Callable[..., Any]:
+    """W7: the RNN of W4 written as a hand-written NumPy RNN often is, filling a
+    preallocated state buffer step by step (``states[:, t+1] = ...``). Systems whose arrays
+    cannot be written in place (JAX, autograd, torch autograd) run the same recurrence with
+    the states kept in a list (the state h_0 = 0 contributes nothing)."""
+    def loss(W: Any, U: Any, b: Any, xs: Any) -> Any:
+        T, B = xs.shape[0], xs.shape[1]
+        H = U.shape[0]
+        if xp is np:
+            states = np.zeros((B, T + 1, H), dtype=xs.dtype)
+            for t in range(T):
+                states[:, t + 1] = np.tanh(xs[t] @ W + states[:, t] @ U + b)
+            return np.sum(states ** 2)
+        h = xp.tanh(xs[0] @ W + b)
+        total = xp.sum(h ** 2)
+        for t in range(1, T):
+            h = xp.tanh(xs[t] @ W + h @ U + b)
+            total = total + xp.sum(h ** 2)
+        return total
+    return loss
+
+
 def loss_w5(xp: Any) -> Callable[..., Any]:
     return lambda X, b: xp.sum(logsumexp_rows(xp, X + b))
 
@@ -200,6 +222,31 @@ def hand_w4(W: np.ndarray, U: np.ndarray, b: np.ndarray, xs: np.ndarray) -> Resu
     dW = dpre[1:].reshape(-1, H).T @ hs[:-1].reshape(-1, H)
     dU = dpre.reshape(-1, H).T @ xs.reshape(-1, n_in)
     return val, {"W": dW, "U": dU, "b": dpre.sum(axis=(0, 1))}
+
+
+def hand_w7(W: np.ndarray, U: np.ndarray, b: np.ndarray, xs: np.ndarray) -> Result:
+    """The state-buffer RNN by hand: the input projections of all steps as one GEMM, the
+    states written into the buffer, backpropagation through time accumulating into the
+    buffer's gradient in place, the weight gradients as single large GEMMs."""
+    T, B, n_in = xs.shape
+    H = U.shape[0]
+    states = np.zeros((B, T + 1, H), dtype=xs.dtype)
+    px = (xs.reshape(T * B, n_in) @ W).reshape(T, B, H)
+    px += b
+    for t in range(T):
+        h = px[t] + states[:, t] @ U
+        states[:, t + 1] = np.tanh(h, out=h)
+    val = float(np.sum(states ** 2))
+    dS = 2 * states
+    dpre = np.empty((T, B, H), dtype=xs.dtype)
+    for t in range(T - 1, -1, -1):
+        h = states[:, t + 1]
+        np.multiply(dS[:, t + 1], 1 - h * h, out=dpre[t])
+        dS[:, t] += dpre[t] @ U.T
+    flat = dpre.reshape(T * B, H)
+    dW = xs.reshape(T * B, n_in).T @ flat
+    dU = states[:, :T].transpose(1, 0, 2).reshape(T * B, H).T @ flat
+    return val, {"W": dW, "U": dU, "b": flat.sum(axis=0)}
 
 
 def hand_w6(Wc: np.ndarray, bc: np.ndarray, X: np.ndarray) -> Result:
@@ -353,6 +400,19 @@ def w6(B: int, C: int, F: int, S: int, k: int = 3) -> Workload:
     return Workload("W6", desc, f32, loss_w6, hand_w6, make, ("Wc", "bc"), ("X",), flops=flops)
 
 
+def w7(dtype: type, T: int, H: int, B: int, n_in: int) -> Workload:
+    def make(r: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"W": _normal(r, (n_in, H), dtype, 1 / math.sqrt(n_in)),
+                "U": _normal(r, (H, H), dtype, 1 / math.sqrt(H)),
+                "b": _normal(r, H, dtype, 0.1), "xs": _normal(r, (T, B, n_in), dtype)}
+
+    flops = 2 * B * (2 * T * H * n_in + 3 * T * H * H)
+    desc = (f"RNN into a preallocated state buffer (states[:, t+1] = tanh(...)), {T} steps, "
+            f"hidden {H}, batch {B}, input {n_in}, {np.dtype(dtype).name}")
+    return Workload("W7", desc, dtype, loss_w7, hand_w7, make, ("W", "U", "b"), ("xs",),
+                    flops=flops)
+
+
 def w8(n: int, d: int) -> Workload:
     f64 = np.float64
 
@@ -371,10 +431,11 @@ def workloads(quick: bool) -> list[Workload]:
     if quick:
         return [w1(np.float64), w1(np.float32), w2(1000, "1e3"), w2(10_000, "1e4"),
                 w3([20, 16, 8, 4], 6), w4(np.float64, 3, 8, 4, 5), w4(np.float32, 3, 8, 4, 5),
-                w5(64, 32), w6(2, 3, 4, 6), w8(24, 2)]
+                w5(64, 32), w6(2, 3, 4, 6), w7(np.float64, 3, 8, 4, 5), w8(24, 2)]
     return [w1(np.float64), w1(np.float32), w2(10**6, "1e6"), w2(10**7, "1e7"),
             w3([784, 512, 256, 10], 128), w4(np.float64, 20, 256, 32, 256),
-            w4(np.float32, 20, 256, 32, 256), w5(4096, 1024), w6(32, 3, 16, 32), w8(512, 2)]
+            w4(np.float32, 20, 256, 32, 256), w5(4096, 1024), w6(32, 3, 16, 32),
+            w7(np.float64, 20, 256, 32, 256), w8(512, 2)]
 
 
 # -- systems -----------------------------------------------------------------------------

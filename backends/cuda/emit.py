@@ -98,16 +98,21 @@ def _strided(loc: Loc, v: Value) -> Strided:
     return Strided(0, loc.strides, v.dtype)
 
 
-def _indexed(g: FnGen, op: Op, *, scatter: bool) -> None:
-    big, small = (op.result, op.operands[0]) if scatter else (op.operands[0], op.result)
-    idx = list(op.operands[1:])
+def _indexed(g: FnGen, op: Op, *, scatter: bool, overwrite: bool = False) -> None:
+    big, small = (op.result, op.operands[1 if overwrite else 0]) if scatter else (
+        op.operands[0], op.result)
+    idx = list(op.operands[2 if overwrite else 1:])
     axis = op.attrs["axis"]
-    if scatter and big.type.size:
+    if overwrite:  # scatter: x copied (unless in place), then the updates stored
+        lx = g.operand_loc(g.op_index, 0, op.operands[0])
+        if lx != g.loc(big):
+            g.copy(big.shape, lx, big.dtype, g.loc(big))
+    elif scatter and big.type.size:
         g.steps.append(Memset(g.ref(g.loc(big), big.dtype), big.type.nbytes))
     if small.type.size == 0:
         return
     codes = [g.mod.failure(index_record(op, g.op_index, m)) for m in range(len(idx))]
-    src = render_indexed(g.cfg, scatter=scatter, small_shape=small.shape,
+    src = render_indexed(g.cfg, scatter=scatter, overwrite=overwrite, small_shape=small.shape,
                          big_shape=big.shape, axis=axis, small=_strided(g.loc(small), small),
                          big=_strided(g.loc(big), big),
                          idx=[_strided(g.loc(v), v) for v in idx], codes=codes)
@@ -119,6 +124,12 @@ def _indexed(g: FnGen, op: Op, *, scatter: bool) -> None:
 @emitter("gather")
 def _gather(g: FnGen, op: Op) -> None:
     _indexed(g, op, scatter=False)
+
+
+@emitter("scatter")
+def _scatter(g: FnGen, op: Op) -> None:
+    """Where an index repeats, one of the updates wins (NumPy does not say which)."""
+    _indexed(g, op, scatter=True, overwrite=True)
 
 
 @emitter("scatter_add")

@@ -55,9 +55,9 @@ def _span(s: Strided, shape: tuple[int, ...]) -> int:
 
 def render_indexed(cfg: Config, *, scatter: bool, small_shape: tuple[int, ...],
                    big_shape: tuple[int, ...], axis: int, small: Strided, big: Strided,
-                   idx: list[Strided], codes: list[int]) -> str:
+                   idx: list[Strided], codes: list[int], overwrite: bool = False) -> str:
     """``gather`` (``small[i] = big[idx...]``) or ``scatter_add`` (``big[idx...] +=
-    small[i]``), walking the gathered shape ``small_shape``. Indices count from the end
+    small[i]``; ``overwrite``: ``scatter``, ``big[idx...] = small[i]``), walking the gathered shape ``small_shape``. Indices count from the end
     when negative; one out of range is a failure (``code``) and its element is skipped
     (a gather writes 0 there); ``codes[m]`` is the failure of index array ``m``."""
     ni, nk = len(idx[0].strides), len(idx)
@@ -99,7 +99,9 @@ def render_indexed(cfg: Config, *, scatter: bool, small_shape: tuple[int, ...],
             big_terms.append(f"c{a} * {st}")
     small_off = offset(Strided(small.offset, small.strides, small.dtype), axes)  # type: ignore[arg-type]
     big_off = " + ".join(big_terms)
-    if scatter:
+    if scatter and overwrite:
+        body.append(f"if (!bad) pb[{big_off}] = ps[{small_off}];")
+    elif scatter:
         body.append(f"if (!bad) y_atomic_add(&pb[{big_off}], ps[{small_off}]);")
     else:
         body.append(f"ps[{small_off}] = bad ? ({t})0 : pb[{big_off}];")

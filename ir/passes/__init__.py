@@ -35,9 +35,10 @@ from .fuse import FUSE
 from .inline import INLINE
 from .plan_memory import PLAN_MEMORY, MemoryPlan, without_plan
 from .simplify import SIMPLIFY
+from .writes import WRITES
 
 PASSES: dict[str, Pass] = {p.name: p for p in [
-    INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, FUSE, PLAN_MEMORY,
+    INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, WRITES, FUSE, PLAN_MEMORY,
 ]}
 
 # The default pipeline, top to bottom: (pass, why it runs at this point).
@@ -52,6 +53,9 @@ PIPELINE: list[tuple[str, str]] = [
     ("simplify", "batching leaves slices of concatenations to clean up"),
     ("cse", "batching can make equal concatenations"),
     ("dce", "drop the unbatched products"),
+    ("writes", "reads of a region just written read the value; padded cotangents are "
+     "added into their region only, so buffers filled step by step update in place"),
+    ("dce", "drop the buffer versions and pads the writes pass left unread"),
     ("fuse", "elementwise chains and their reduction become one kernel each"),
     ("plan_memory", "reuse buffers by liveness; give backends the plan and peak bytes"),
 ]

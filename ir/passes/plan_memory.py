@@ -224,7 +224,34 @@ def without_plan(fn: Function) -> Function:
     return fn.replace(attrs={k: v for k, v in fn.attrs.items() if k not in ATTRS})
 
 
+def sink_writes(fn: Function) -> Function:
+    """``fn`` with each write (``WRITE_OPS``) moved down to just before the first op that
+    reads its result: the reads of the version it replaces run first, so that version
+    can die at the write and the write can happen in place."""
+    if not any(op.name in WRITE_OPS for op in fn.ops):
+        return fn
+    pending: dict[Value, Op] = {}
+    out: list[Op] = []
+
+    def flush(values: tuple[Value, ...]) -> None:
+        for v in values:
+            w = pending.pop(v, None)
+            if w is not None:
+                flush(w.operands)
+                out.append(w)
+
+    for op in fn.ops:
+        if op.name in WRITE_OPS and len(op.results) == 1:
+            pending[op.result] = op
+        else:
+            flush(op.operands)
+            out.append(op)
+    flush(tuple(pending))
+    return fn if out == list(fn.ops) else fn.replace(ops=out)
+
+
 def plan_memory(fn: Function, ctx: PassContext) -> Function:
+    fn = sink_writes(fn)
     plan = _Planner(fn).plan()
     return fn.replace(attrs={**fn.attrs, **plan.to_attrs()})
 
