@@ -197,8 +197,8 @@ def broadcast_(obj: Any, root: int = 0, comm: Any = None) -> Any:
 # -- the reducer of one communicator ---------------------------------------------------------
 @dataclass
 class _Bucket:
-    """Items packed into one contiguous buffer (``buf``), or one large item reduced where
-    it lies (``buf`` None)."""
+    """Items packed into one contiguous buffer (``buf``, with a view per item), or one
+    large item reduced where it lies (``direct``)."""
 
     items: list[int]
     views: list[Any]
@@ -229,10 +229,13 @@ class _Reducer:
 
     # the exchange before every collective that follows
     def check(self, layout: tuple[Any, ...] | None, error: BaseException | None,
-              argnames: Sequence[str], api: str) -> None:
-        """Raise ``DistributedError`` on every rank unless every rank is ok with one layout."""
+              argnames: Sequence[str], api: str, digest: int | None = None) -> None:
+        """Raise ``DistributedError`` on every rank unless every rank is ok with one layout
+        (``digest``: the layout's, when known)."""
         self.sig[0] = 1 if error is None and layout is not None else 0
-        self.sig[1] = _digest(layout) if layout is not None else 0
+        if digest is None:
+            digest = _digest(layout) if layout is not None else 0
+        self.sig[1] = digest
         self.comm.Allgather(self.sig, self.sigs)
         if self.sigs[:, 0].all() and (self.sigs[:, 1] == self.sigs[0, 1]).all():
             return
@@ -257,7 +260,8 @@ class _Reducer:
                 plan = self.plan(layout, items, spec.bucket_bytes or BUCKET_BYTES)
             except Exception as e:
                 error = e
-        self.check(layout, error, argnames, "yota.grad" if with_value else "allreduce_")
+        self.check(layout, error, argnames, "yota.grad" if with_value else "allreduce_",
+                   plan.digest if plan is not None else None)
         assert plan is not None
         if self.size == 1:  # the mean over one rank: its own result, nothing to copy
             return value
