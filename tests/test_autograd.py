@@ -58,7 +58,7 @@ def test_linear_regression_training_loop_runs_native_code_after_step_one(backend
         if step == 1:
             traces, hits = yota.stats.traces, yota.stats.hits
         for p in params(mse):
-            p.value -= 0.1 * grad(J, p)  # in place: seen by the next diff
+            p -= 0.1 * grad(J, p)  # p.value in place: seen by the next diff
     assert yota.stats.traces == traces  # no step after the first traced again
     assert yota.stats.hits - hits == 198
     [program] = programs_for(mse, backend)
@@ -372,3 +372,19 @@ def test_errors_name_diff_and_the_users_function() -> None:
         diff(not_scalar, np.ones(2))
     with pytest.raises(yota.YotaError, match="diff"):
         diff(3.0)  # type: ignore[arg-type]
+
+
+def test_param_updates_keep_the_param() -> None:
+    w, b = Param(np.array([1.0, 2.0])), Param(1.0)
+    arr = w.value
+    w -= np.array([0.5, 0.5])
+    w *= 2.0
+    b += 0.5
+    b /= 3.0
+    assert isinstance(w, Param) and w.value is arr  # the array, updated in place
+    np.testing.assert_array_equal(arr, [1.0, 3.0])
+    assert b.value == 0.5
+    w[0] = 7.0
+    assert w.value[0] == 7.0 and w.shape == (2,) and len(w) == 2
+    np.testing.assert_array_equal(np.exp(Param(np.zeros(2))), [1.0, 1.0])
+    np.testing.assert_array_equal(np.concatenate([w, Param(np.ones(1))]), [7.0, 3.0, 1.0])

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
+import operator
 import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -78,16 +79,31 @@ def _delegate(name: str) -> Callable[..., Any]:
     return op
 
 
+def _update(name: str) -> Callable[..., Any]:
+    """``p -= g`` updates ``p.value`` (in place for an array) and keeps ``p`` a Param."""
+    update = getattr(operator, name)
+
+    def op(self: Param, other: Any) -> Param:
+        self.value = update(self.value, _v(other))
+        return self
+
+    op.__name__ = f"__{name}__"
+    return op
+
+
 class Param:
     """A mutable box around an array (AutoGrad.jl's ``Param``): ``p.value``.
 
     ``diff`` differentiates with respect to every Param its function reaches. A Param is
     used like its array (operators, NumPy functions, methods, indexing). Updating
-    ``p.value`` (in place or by assignment) is seen by the next ``diff``.
+    ``p.value`` (in place, by assignment, or ``p -= step``) is seen by the next ``diff``.
 
     >>> p = Param(np.ones(2))
     >>> p * 3.0
     array([3., 3.])
+    >>> p -= 0.5
+    >>> p
+    Param(array([0.5, 0.5]))
     """
 
     __slots__ = ("value", "__weakref__")
@@ -132,7 +148,9 @@ class Param:
     __lt__, __le__ = _delegate("__lt__"), _delegate("__le__")
     __gt__, __ge__ = _delegate("__gt__"), _delegate("__ge__")
     __neg__, __pos__, __abs__ = _delegate("__neg__"), _delegate("__pos__"), _delegate("__abs__")
-    __getitem__ = _delegate("__getitem__")
+    __getitem__, __setitem__ = _delegate("__getitem__"), _delegate("__setitem__")
+    __iadd__, __isub__ = _update("iadd"), _update("isub")
+    __imul__, __itruediv__ = _update("imul"), _update("itruediv")
 
 
 structs.register(static=Param)  # in an argument, a Param is a static value (its identity)
