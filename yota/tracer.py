@@ -798,8 +798,9 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                 t._link = ViewLink(parent, key, args, kwargs, forward, j if multi else None,
                                    python_op)
         tracers.append(t)
-    if not const:
-        ctx.tape.add(Entry("call", outs, display or key, tape_args, tape_kwargs,
+    if tape_args is not None and tape_kwargs is not None:  # not a constant
+        ctx.tape.add(Entry("call", [v for v in outs if v is not None], display or key,
+                           tape_args, tape_kwargs,
                            value=[t.value for t in tracers] if multi else tracers[0].value,
                            loc=loc, extra=extra))
     if multi:
