@@ -328,11 +328,15 @@ class _Reducer:
         for b, req in pending:
             if req is not None:
                 req.Wait()
-            buf = outs[b.items[0]] if b.direct else b.buf
-            self.finish(buf, b, spec.average)
-            if not b.direct:
-                for i, view in zip(b.items, b.views, strict=True):
-                    outs[i] = _unpack(items[i][2], view, protect, seen)
+            n = self.size if spec.average else 1
+            if b.direct:
+                self.finish(outs[b.items[0]], b)
+                if n > 1:
+                    outs[b.items[0]] /= n
+                continue
+            self.finish(b.buf, b)
+            for i, view in zip(b.items, b.views, strict=True):  # the mean, copied out
+                outs[i] = _unpack(items[i][2], view, n, protect, seen)
         return outs
 
     def start(self, buf: Any, b: _Bucket, overlap: bool) -> Any:
@@ -351,12 +355,11 @@ class _Reducer:
         self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
         return None
 
-    def finish(self, buf: Any, b: _Bucket, average: bool) -> None:
+    def finish(self, buf: Any, b: _Bucket) -> None:
+        """The sum is in ``buf`` (a device buffer reduced on the host gets it back)."""
         if b.device and self.size > 1 and self.nccl is False:
             assert b.host is not None
             buf.set(b.host)
-        if average and self.size > 1:
-            buf /= self.size
 
     def nccl_comm(self) -> Any:
         """NCCL over this communicator when every rank has a GPU of its own, else None
@@ -537,17 +540,19 @@ def _owned(x: Any, protect: set[int], seen: set[int]) -> Any:
     return x.copy()
 
 
-def _unpack(x: Any, view: Any, protect: set[int], seen: set[int]) -> Any:
+def _unpack(x: Any, view: Any, n: int, protect: set[int], seen: set[int]) -> Any:
+    """The sum in ``view`` divided by ``n``, written over ``x`` where that is safe (one
+    pass: the division is the copy), else into a new array."""
     kind = _kind(x)
     if kind == "f":
-        return float(view[()])
+        return float(view[()]) / n
     if kind == "s":
-        return x.dtype.type(view[()])
+        return x.dtype.type(view[()] / n)
     if _writable(x) and id(x) not in protect and id(x) not in seen:
         seen.add(id(x))
-        x[...] = view
+        np.divide(view, n, out=x)
         return x
-    return view.copy()
+    return view / n
 
 
 # -- CuPy / NCCL --------------------------------------------------------------------------------
