@@ -311,3 +311,17 @@ def test_hvp_on_the_cuda_backend_emulated() -> None:
     _, ref = yota.grad(hvp_loss, x, v, backend="interp")
     np.testing.assert_allclose(np.asarray(g[0]), ref[0], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(np.asarray(g[1]), ref[1], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_closures_over_traced_values_with_plain_arguments(backend: str) -> None:
+    """The nested call's arguments are plain arrays; only its closure holds traced values:
+    those are inputs of the nested program, fed by the enclosing one."""
+    W, y = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    tr = lambda W: np.sum(yota.trace(lambda y: W * y, y)[0])
+    np.testing.assert_allclose(yota.grad(tr, W, backend=backend)[1][0], y)
+    gr = lambda W: np.sum(yota.grad(lambda y: np.sum(W * y * y), y)[1][0])  # sum 2 W y
+    np.testing.assert_allclose(yota.grad(gr, W, backend=backend)[1][0], 2 * y)
+    _, tape = yota.pipeline.trace_grad(gr, (W,))
+    [nested] = [e for e in tape.entries if isinstance(e.extra, yota.tape.Inlined)]
+    assert len(nested.args) == 2  # y (a constant of the enclosing trace) and W
