@@ -58,7 +58,9 @@ def launch(n: int, names: list[str], tmp: Path) -> dict[int, dict[str, str]]:
     """Run the named cases under ``mpiexec -n n``; {rank: {case: verdict}}."""
     mpiexec = _mpiexec()
     assert mpiexec is not None
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    # MPIEXEC_TIMEOUT: MPICH's mpiexec ends the job itself too (its ranks with it)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               MPIEXEC_TIMEOUT=str(TIMEOUT_S + 10))
     cmd = [mpiexec, "-n", str(n), sys.executable, str(CASES_SCRIPT), "--out", str(tmp), *names]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)
