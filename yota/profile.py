@@ -58,6 +58,7 @@ _plain_run = Program.run
 _active: list[Profile] = []
 _lock = threading.Lock()
 MAX_EVENTS = 200_000  # steps kept for the trace per profile (the table counts them all)
+FOLD_EVERY = 256  # calls recorded before their times are added up
 
 
 @dataclass
@@ -246,6 +247,7 @@ class Profile:
     def reset(self) -> None:
         with self._lock:
             self._accs: dict[int, _Acc] = {}
+            self._pending: list[tuple[Variant, Any, int]] = []
             self._whole: dict[tuple[str, str, str], list[int]] = {}
             self._events: list[tuple[Variant | None, Any, int, int]] = []
             self._nevents = 0
@@ -277,21 +279,35 @@ class Profile:
 
     # -- recording ---------------------------------------------------------------------------
     def _record(self, variant: Variant, times: Any, draws_ns: int, tid: int) -> None:
-        ran = times.starts > 0
-        durs = np.where(ran, times.ends - times.starts, 0)
+        """One call: kept as it is and folded into the sums in batches (``_fold``)."""
         with self._lock:
+            self._pending.append((variant, times, draws_ns))
+            if self._nevents < self.max_events:
+                self._events.append((variant, times, tid, draws_ns))
+                self._nevents += len(times.starts) + 1
+            if len(self._pending) >= FOLD_EVERY:
+                self._fold()
+
+    def _fold(self) -> None:
+        """Add the pending calls to each variant's sums (under ``_lock``)."""
+        by_variant: dict[int, list[tuple[Variant, Any, int]]] = {}
+        for rec in self._pending:
+            by_variant.setdefault(id(rec[0]), []).append(rec)
+        self._pending = []
+        for recs in by_variant.values():
+            variant = recs[0][0]
             acc = self._accs.get(id(variant))
             if acc is None or acc.variant is not variant:
                 acc = self._accs[id(variant)] = _Acc(variant)
-            acc.totals += durs
-            acc.counts += ran
-            acc.calls += 1
-            acc.call_ns += times.end - times.start
+            starts = np.stack([t.starts for _, t, _ in recs])
+            ran = starts > 0
+            durs = np.where(ran, np.stack([t.ends for _, t, _ in recs]) - starts, 0)
+            acc.totals += durs.sum(axis=0)
+            acc.counts += ran.sum(axis=0)
+            acc.calls += len(recs)
+            acc.call_ns += sum(t.end - t.start for _, t, _ in recs)
             acc.steps_ns += int(durs.sum())
-            acc.draws_ns += draws_ns
-            if self._nevents < self.max_events:
-                self._events.append((variant, times, tid, draws_ns))
-                self._nevents += int(ran.sum()) + 1
+            acc.draws_ns += sum(d for _, _, d in recs)
 
     def _record_whole(self, program: Program, t0: int, t1: int) -> None:
         """A program without a profiled variant: its calls as one step."""
@@ -313,6 +329,7 @@ class Profile:
                 row.calls += calls
                 row.total_ns += ns
         with self._lock:
+            self._fold()
             for acc in self._accs.values():
                 v = acc.variant
                 for s, key in enumerate(v.labels):
@@ -332,6 +349,7 @@ class Profile:
     def calls(self) -> int:
         """Program calls profiled."""
         with self._lock:
+            self._fold()
             return sum(a.calls for a in self._accs.values()) + \
                 sum(c for c, _ in self._whole.values())
 
@@ -378,6 +396,7 @@ def format_table(p: Profile, limit: int | None = None) -> str:
     rows = p.rows()
     total = sum(r.total_ns for r in rows)
     with p._lock:
+        p._fold()
         progs = {id(a.variant): a.variant for a in p._accs.values()}
     backends = sorted({v.backend for v in progs.values()})
     head = (f"Yota profile: {p.calls} calls of {len(progs) + len(p._whole)} program(s)"

@@ -282,13 +282,14 @@ class ProfiledExecutable(LLVMExecutable):
         outs = self._outputs(out, args)
         ws = self._pool.pop() if self._pool else self._workspace()
         ev = ws[0][self._ev[0]:self._ev[1]].view(np.int64)
-        ev[:] = 0
+        ev.fill(0)
         t0 = time.monotonic_ns()
         try:
             self._run(arrs, outs, ws)
         finally:
             t1 = time.monotonic_ns()
-            times = StepTimes(t0, t1, ev[0::2].copy(), ev[1::2].copy())
+            got = ev.copy()
+            times = StepTimes(t0, t1, got[0::2], got[1::2])
             self._pool.append(ws)
         return outs, times
 
