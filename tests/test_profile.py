@@ -336,3 +336,17 @@ def test_calls_from_other_threads_are_recorded_on_their_own_track() -> None:
     per = {tid: sum(1 for e in events if e.get("cat") == "program" and e["tid"] == tid)
            for tid in names}
     assert sorted(per.values()) == [1, 2]
+
+
+def test_many_calls_are_all_counted() -> None:
+    f = lambda x: np.sum(np.tanh(x))  # noqa: E731
+    x = np.ones(3)
+    yota.grad(f, x)
+    n = 3 * profile_mod.FOLD_EVERY + 5  # folded in batches, and a remainder
+    with yota.profile() as p:
+        for _ in range(n):
+            yota.grad(f, x)
+    assert p.calls == n
+    rows = p.rows()
+    assert find(rows, "(call) <lambda>", "-").calls == n
+    assert all(r.calls == n for r in rows)
