@@ -85,7 +85,7 @@ def test_every_kind_of_step_appears_at_its_line_split_forward_backward(backend: 
     assert p.total_ns == sum(r.total_ns for r in rows) > 0
     assert sum(p.by_phase().values()) == p.total_ns
     text = str(p)
-    assert text.startswith(f"Yota profile: 3 calls of 1 program(s) ({backend})")
+    assert text.startswith(f"Yota profile: 3 calls of 1 program ({backend})")
     for word in ("calls", "total", "mean", "share", "phase", "where", line("solve"),
                  "backward", "forward"):
         assert word in text
@@ -237,7 +237,7 @@ def test_yota_profile_env_prints_the_table_at_exit(tmp_path: Path) -> None:
                        env=env, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "done"
-    assert "Yota profile: 7 calls of 1 program(s) (llvm)" in r.stderr
+    assert "Yota profile: 7 calls of 1 program (llvm)" in r.stderr
     assert "train.py:4" in r.stderr and "matmul" in r.stderr and "backward" in r.stderr
     assert len([e for e in json.loads(trace.read_text())["traceEvents"]
                 if e.get("cat") == "program"]) == 7
@@ -252,7 +252,7 @@ def test_cli_profile_prints_the_table_and_writes_a_trace(tmp_path: Path) -> None
     r = CliRunner().invoke(cli.main, ["profile", f"{EX / 'model.py'}:loss", "--example",
                                       "example", "-n", "5", "--trace", str(out)])
     assert r.exit_code == 0, r.output
-    assert "Yota profile: 5 calls of 1 program(s) (llvm)" in r.stdout
+    assert "Yota profile: 5 calls of 1 program (llvm)" in r.stdout
     assert "model.py:13" in r.stdout and "matmul" in r.stdout and "(call) loss" in r.stdout
     assert "5 calls took" in r.stdout
     assert len([e for e in json.loads(out.read_text())["traceEvents"]
@@ -262,7 +262,7 @@ def test_cli_profile_prints_the_table_and_writes_a_trace(tmp_path: Path) -> None
                                       "interp", "--top", "2"])
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
-    assert "2 calls of 1 program(s) (interp)" in lines[0]
+    assert "2 calls of 1 program (interp)" in lines[0]
     assert len([ln for ln in lines if "model.py:13" in ln]) == 2  # --top 2
     assert "more rows" in r.stdout and "backward" not in r.stdout  # --forward
 
@@ -309,7 +309,7 @@ def test_cuda_under_the_emulation() -> None:
     assert find(rows, "matmul", "backward", line("cuda-matmul")).calls == 4
     assert find(rows, "guard", "forward", line("cuda-guard")).calls == 2
     assert any(r.op.startswith("fused ") for r in rows)
-    assert str(p).startswith("Yota profile: 2 calls of 1 program(s) (cuda)")
+    assert str(p).startswith("Yota profile: 2 calls of 1 program (cuda)")
 
 
 def test_docstring_examples() -> None:

@@ -399,7 +399,8 @@ def format_table(p: Profile, limit: int | None = None) -> str:
         p._fold()
         progs = {id(a.variant): a.variant for a in p._accs.values()}
     backends = sorted({v.backend for v in progs.values()})
-    head = (f"Yota profile: {p.calls} calls of {len(progs) + len(p._whole)} program(s)"
+    nprog = len(progs) + len(p._whole)
+    head = (f"Yota profile: {p.calls} calls of {nprog} program{'s' if nprog != 1 else ''}"
             f"{' (' + ', '.join(backends) + ')' if backends else ''}, "
             f"{_fmt_ns(total)} in compiled programs")
     if not rows:
