@@ -286,15 +286,48 @@ def inline_ops(b: Builder, fn: Function, operands: list[Value]) -> list[Value]:
     (a nested ``yota.grad``'s program, which the enclosing one differentiates again);
     returns the values of its outputs. Its calls of primitives stay calls."""
     env: dict[Value, Value] = dict(zip(fn.inputs, operands, strict=True))
+    lines = _value_lines(fn)
     for op in fn.ops:
         attrs = op.attrs
         if op.name == "call":
             attrs = {**attrs, "callee": _add_callee(b, fn.callees[attrs["callee"]])}
         new = Op(op.name, tuple(env[v] for v in op.operands), attrs,
-                 [Value(r.type) for r in op.results], op.loc or b.loc)
+                 [Value(r.type) for r in op.results], _nested_loc(op.loc, lines) or b.loc)
         b.append(new)
         env.update(zip(op.results, new.results, strict=True))
     return [env[v] for v in fn.outputs]
+
+
+_ADJOINT = re.compile(r"adjoint of (%\d+) via rule (\S+)")
+
+
+def _value_lines(fn: Function) -> dict[str, str]:
+    """The printed name of each value of ``fn`` made by an op -> that op's location."""
+    names = [f"%{i}" for i in range(len(fn.inputs) + sum(len(op.results) for op in fn.ops))]
+    out: dict[str, str] = {}
+    k = len(fn.inputs)
+    for op in fn.ops:
+        for _ in op.results:
+            if op.loc and not op.loc.startswith("adjoint of"):
+                out[names[k]] = op.loc
+            k += 1
+    return out
+
+
+def _nested_loc(loc: str | None, lines: dict[str, str]) -> str | None:
+    """An inlined op's provenance in the enclosing program: "adjoint of %5 via rule mul"
+    names a value of the nested program, so it becomes the line that made that value,
+    marked as the nested gradient's ("model.py:3 (nested adjoint via rule mul)")."""
+    if loc is None or "adjoint of" not in loc:
+        return loc
+
+    def one(part: str) -> str:
+        m = _ADJOINT.fullmatch(part.strip())
+        if m is None:
+            return part.strip()
+        return f"{lines.get(m.group(1), '?')} (nested adjoint via rule {m.group(2)})"
+
+    return "; ".join(one(p) for p in loc.split(";"))
 
 
 def _add_callee(b: Builder, callee: Function) -> str:
