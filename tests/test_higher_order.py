@@ -325,3 +325,17 @@ def test_closures_over_traced_values_with_plain_arguments(backend: str) -> None:
     _, tape = yota.pipeline.trace_grad(gr, (W,))
     [nested] = [e for e in tape.entries if isinstance(e.extra, yota.tape.Inlined)]
     assert len(nested.args) == 2  # y (a constant of the enclosing trace) and W
+
+
+def test_nested_adjoints_name_the_nested_functions_lines() -> None:
+    def f(x: Any) -> Any:
+        return np.sum(np.sin(x) * x)
+
+    def hvp(x: Any, v: Any) -> Any:
+        return np.sum(yota.grad(f, x)[1][0] * v)
+
+    _, tape = yota.pipeline.trace_grad(hvp, (np.ones(3), np.ones(3)))
+    locs = [op.loc or "" for op in yota.to_ir(tape).ops]
+    line = f"test_higher_order.py:{f.__code__.co_firstlineno + 1}"
+    assert f"{line} (nested adjoint via rule sin)" in locs
+    assert not any(loc.startswith("adjoint of") for loc in locs)  # names of another program
