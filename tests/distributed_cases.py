@@ -139,11 +139,17 @@ def sgd_bit_identical() -> None:
     assert m.scale == 0.7 and digest(m.W1) == comm.bcast(digest(m.W1), root=0)
     r = np.random.default_rng(1000 + RANK)
     losses = []
+    import yota.distributed as D
+
+    buffers = []
     for _ in range(20):
         X, y = r.normal(size=(5, 16)), r.normal(size=16)
         v, g = yota.grad(mlp_loss, m, X, y, comm=comm)
         yota.update_(m, g[0], lambda w, gw: w - 0.05 * gw)
         losses.append(float(v))
+        plan = next(reversed(D._reducer(comm).plans.values()))  # this structure's
+        buffers.append([id(b.buf) for b in plan.buckets])
+    assert all(ids == buffers[0] for ids in buffers), "the buckets were not reused"
     same_on_all_ranks(m.W1, m.b1, m.W2, m.b2, np.float64(m.scale), np.array(losses))
     assert losses[-1] < losses[0], losses
 
