@@ -50,7 +50,8 @@ busy with the two ranks, so the copies and the reductions run one after the othe
 way. The default is the blocking path.
 
 **CuPy arrays.** Gradients on the GPU are bucketed on the device and reduced by NCCL
-(``cupy.cuda.nccl``) when it is available and every rank has a GPU of its own; otherwise
+(``cupy.cuda.nccl``) when it is available and every rank has a GPU of its own (decided
+once per communicator, the same on every rank; ``YOTA_NCCL=0`` turns NCCL off); otherwise
 each bucket goes through a preallocated host copy and MPI.
 
 **Cost on N machines.** A ring allreduce moves about ``2 (N - 1) / N × B`` bytes in and out
