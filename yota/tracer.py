@@ -304,6 +304,11 @@ def _ranges_as_arrays(key: Any) -> Any:
 def _constant_masks_as_indices(key: Any) -> Any:
     """A boolean mask that is not traced (a constant of the trace) indexes as the integer
     arrays of its True positions, as in NumPy."""
+    def bools(k: Any) -> Any:  # a list of Python bools is a mask, as in NumPy
+        return np.array(k) if isinstance(k, list) and k and all(
+            isinstance(v, (bool, np.bool_)) for v in k) else k
+
+    key = tuple(bools(k) for k in key) if isinstance(key, tuple) else bools(key)
     keys = key if isinstance(key, tuple) else (key,)
     if not any(isinstance(k, np.ndarray) and k.dtype.kind == "b" and k.ndim > 0
                for k in keys):
