@@ -282,7 +282,7 @@ def _body(fn: Callable[..., Any]) -> tuple[Callable[..., Any], Any, Any]:
         try:
             for p, v in zip(ps, values, strict=True):
                 p.value = v
-            return fn(*args, **kwargs)
+            return _v(fn(*args, **kwargs))  # a Param returned stands for its value
         finally:
             for p, v in zip(ps, saved, strict=True):
                 p.value = v
