@@ -15,6 +15,8 @@ import pytest
 from yota.backends import mlir
 from yota.ir import Function, run
 from yota.ir.core import Op
+from yota.ir.parser import parse_module
+from yota.ir.printer import print_function
 
 sys.path.insert(0, str(Path(__file__).parent))
 import backend_cases  # noqa: E402
@@ -65,7 +67,11 @@ def merge(fns: Sequence[Function], name: str = "batch") -> Function:
     """The functions side by side in one: inputs, ops and outputs concatenated (callees
     renamed apart), so one compilation covers them all."""
     inputs, ops, outs, callees = [], [], [], {}
+    seen: set[object] = set()
     for k, f in enumerate(fns):
+        if seen & set(f.inputs):  # values shared with an earlier program: fresh ones
+            f = parse_module(print_function(f))[-1]
+        seen |= set(f.inputs)
         g = _renamed(f, f"p{k}_")
         inputs += list(g.inputs)
         ops += list(g.ops)
@@ -112,14 +118,15 @@ def check_batch(programs: Sequence[Program], opt_level: int = 0) -> list[str]:
 def _check_chunk(programs: Sequence[Program], opt_level: int) -> list[str]:
     fn = merge([f for _, f, _ in programs])
     args = [a for _, _, xs in programs for a in xs]
-    if compare(fn, args, opt_level=opt_level) is None:
+    whole = compare(fn, args, opt_level=opt_level)
+    if whole is None:
         return []
     bad = []
     for label, f, xs in programs:
         msg = compare(f, xs, opt_level=opt_level)
         if msg:
             bad.append(f"{label}: {msg}\n{f}")
-    return bad or ["the batch disagrees, but each program alone agrees"]
+    return bad or [f"the batch disagrees, but each program alone agrees: {whole[:3000]}"]
 
 
 def interp_runs(fn: Function, args: list[np.ndarray]) -> bool:

@@ -327,7 +327,8 @@ def _kernel_body(L: Lines, body: object, args: list[str], reductions: dict[objec
         if o.name == "broadcast":
             names[o.result] = names[o.operands[0]]
         elif o.name == "const":
-            names[o.result] = L.const(np.asarray(o.attrs["value"]).reshape(-1)[0], o.result.dtype)
+            flat = np.asarray(o.attrs["value"]).reshape(-1)  # a splat (empty: never read)
+            names[o.result] = L.const(flat[0] if flat.size else 0, o.result.dtype)
         elif o.name in reductions.values() and o.result in reductions:
             x = names[o.operands[0]]
             names[o.result] = emit_scalar(L, COMBINE[o.name], [acc[o.result], x],
