@@ -31,6 +31,7 @@ from . import (
     cmd_check,
     cmd_graph,
     cmd_ir,
+    cmd_mlir,
     cmd_native,
     cmd_profile,
     cmd_tape,
@@ -49,7 +50,7 @@ from .targets import (
 
 __all__ = [
     "COLORS", "EXIT_ERROR", "EXIT_INTERNAL", "STAGES", "Target", "ToolError", "build_stages",
-    "cmd_aot", "cmd_cache", "cmd_check", "cmd_graph", "cmd_ir", "cmd_native", "cmd_profile",
+    "cmd_aot", "cmd_cache", "cmd_check", "cmd_graph", "cmd_ir", "cmd_mlir", "cmd_native", "cmd_profile",
     "cmd_tape",
     "example_args", "float_leaves", "function_json", "load_module", "load_target", "main",
     "module_json", "pass_names", "phase", "run_passes", "split_target", "tape_json",
