@@ -491,3 +491,46 @@ def test_a_program_with_lapack_calls_goes_through_the_disk_cache(tmp_path) -> No
         runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     assert (runs[0]["compiles"], runs[1]["compiles"], runs[1]["loads"]) == (1, 0, 1)
     assert runs[0]["val"] == runs[1]["val"] and runs[0]["g"] == runs[1]["g"]
+
+
+def test_without_lapack_the_compile_error_names_the_op(monkeypatch) -> None:
+    import yota.backends.llvm.lapack as lapack
+
+    monkeypatch.setattr(lapack, "lapack_address", lambda name: None)
+    fn, _ = program(lambda b, a: b.cholesky(a), [np.eye(3)], loc="model.py:4")
+    with pytest.raises(YotaError, match=r"np.linalg 'cholesky' \(at model.py:4\) needs LAPACK"):
+        native.compile(fn)
+
+
+NO_LAPACK = """
+import ctypes, json, sys
+import numpy as np
+lib = ctypes.CDLL(sys.argv[1])
+desc = json.load(open(sys.argv[2]))["functions"][0]
+fn = getattr(lib, desc["name"])
+fn.restype = ctypes.c_int
+a, outs = np.eye(3), [np.empty(o["shape"]) for o in desc["outputs"]]
+print(fn(ctypes.c_void_p(a.ctypes.data), *[ctypes.c_void_p(o.ctypes.data) for o in outs]))
+"""
+
+
+@pytest.mark.skipif(not __import__("shutil").which("gcc"), reason="needs gcc")
+def test_aot_library_without_lapack_fails_its_call(tmp_path) -> None:
+    """No LAPACK handed over, none in the process: the call returns its failure code (the
+    record says LAPACK was not found), it does not crash."""
+    import os
+
+    from yota.backends.failures import LAPACK_MISSING, linalg_failure
+
+    import yota
+
+    r = yota.aot(chol_sum, np.eye(3), path=tmp_path / "lib", shared_library=True, name="c")
+    env = {k: v for k, v in os.environ.items() if k != "YOTA_BLAS"}
+    p = subprocess.run([sys.executable, "-c", NO_LAPACK, str(r.library.library),
+                        str(r.library.manifest)], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    rc = int(p.stdout.strip())
+    rec = r.library.programs[0]["failures"][rc - 1]
+    assert rec["kind"] == "linalg" and rec["routine"] == "potrf"
+    assert "no LAPACK routine potrf was found" in str(linalg_failure(rec, LAPACK_MISSING))
