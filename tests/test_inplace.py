@@ -360,3 +360,53 @@ def test_buffer_fill_is_updated_in_place() -> None:
     ups = [op for op in fn.ops if op.name == "update_slice"]
     copied = [op for op in ups if where.get(op.operands[0], -2) != where[op.result]]
     assert len(ups) >= 8 and len(copied) <= 1, [str(op) for op in copied]
+
+
+# -- random programs (tests/writegen.py) ----------------------------------------------------------
+def _same(src: str, want: tuple[np.ndarray, ...], got: Any, what: str) -> None:
+    """Exactly NumPy's values: writes move values and the arithmetic is op for op the
+    same. ``np.add.at`` with repeated indices is the exception: NumPy adds the updates into
+    the array one by one, Yota sums them first (``scatter_add``) and adds the sum, so the
+    rounding may differ in the last bits (a reassociated sum, precision class SUM)."""
+    assert len(want) == len(got), what
+    for i, (w, g) in enumerate(zip(want, got, strict=True)):
+        g = np.asarray(g)
+        assert w.shape == g.shape, (what, i, src)
+        if ".at(" in src:
+            np.testing.assert_allclose(g, w, rtol=1e-14, atol=1e-15, err_msg=f"{what} {i}\n{src}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"{what} {i}\n{src}")
+
+
+def _check_program(seed: int, grad: bool) -> None:
+    from writegen import N, random_program
+
+    src, f = random_program(seed)
+    rng = np.random.default_rng(seed + 1000)
+    x, new = rng.uniform(-1, 1, N), rng.uniform(-1, 1, N)
+    want = f(x.copy())
+    val, _ = yota.trace(f, x)
+    _same(src, want, val, "trace")
+    want = f(new.copy())
+    for backend in BACKENDS:
+        _same(src, want, yota.compile(f, x, backend=backend)(new), backend)
+    if grad:
+        weights = [np.linspace(-1.0, 1.0, w.size).reshape(w.shape) for w in f(x.copy())]
+
+        def loss(x: Any) -> Any:
+            return sum(np.sum(a * c) for a, c in zip(f(x), weights, strict=True))
+
+        val, g = yota.grad(loss, x, backend="llvm")
+        np.testing.assert_allclose(val, loss(x.copy()), rtol=1e-12, atol=1e-12, err_msg=src)
+        check_grad(loss, [x], g)
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_random_programs_match_numpy(seed: int) -> None:
+    _check_program(seed, grad=seed % 5 == 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(100, 600))
+def test_more_random_programs_match_numpy(seed: int) -> None:
+    _check_program(seed, grad=seed % 3 == 0)
