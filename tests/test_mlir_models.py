@@ -1,0 +1,204 @@
+"""The MLIR backend on whole models: the README's example and the benchmark workloads
+(quick sizes) export to modules ``mlir-opt-22`` verifies (gradient and optimized stages),
+and ``yota.grad(..., backend="mlir")`` gives the llvm backend's value and gradients; the
+``yota-ir mlir`` command; compiled programs saved, reloaded and found in the on-disk
+cache by a new process."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from yota.backends import mlir
+from yota.backends.mlir.emit import EMITTERS
+from yota.ir.errors import UnsupportedError
+
+import yota
+from yota import cli, pipeline
+
+sys.path.insert(0, str(Path(__file__).parent))
+from mlir_cases import MISSING, needs_mlir, verify_exports  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load_bench() -> Any:
+    if "bench" in sys.modules:
+        return sys.modules["bench"]
+    spec = importlib.util.spec_from_file_location("bench", ROOT / "tools" / "bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Linear:
+    W: np.ndarray
+    b: np.ndarray
+
+
+def readme_loss(m: Linear, X: np.ndarray) -> Any:
+    return np.sum(m.W @ X + m.b[:, None])
+
+
+def _readme_args() -> tuple[Linear, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return Linear(rng.random((3, 4)), rng.random(3)), rng.random((4, 5))
+
+
+def _close(a: Any, b: Any, tol: float) -> bool:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= tol * (1 + np.abs(b))))
+
+
+def _same_grads(g1: Any, g2: Any, tol: float) -> None:
+    if isinstance(g2, dict):
+        assert g1.keys() == g2.keys()
+        for k in g2:
+            _same_grads(g1[k], g2[k], tol)
+    elif isinstance(g2, (list, tuple)):
+        assert len(g1) == len(g2)
+        for a, b in zip(g1, g2, strict=True):
+            _same_grads(a, b, tol)
+    else:
+        assert _close(g1, g2, tol), (g1, g2)
+
+
+def _stages(f: Any, *args: Any) -> list[Any]:
+    _, tape = yota.trace(f, *args)
+    st = dict(pipeline.stages(tape, "fused"))
+    return [st["traced"], st["grad"], st["fuse"]]
+
+
+@needs_mlir
+def test_readme_example_exports_and_matches_llvm() -> None:
+    m, X = _readme_args()
+    assert verify_exports(_stages(readme_loss, m, X)) == []
+    v1, g1 = yota.grad(readme_loss, m, X, backend="mlir", cache=False)
+    v2, g2 = yota.grad(readme_loss, m, X, backend="llvm", cache=False)
+    v3, g3 = yota.grad(readme_loss, m, X, backend="interp", cache=False)
+    assert _close(v1, v2, 1e-12) and _close(v1, v3, 1e-12)
+    for g in (g2, g3):
+        _same_grads(dict(g1[0]), dict(g[0]), 1e-12)
+        _same_grads(g1[1], g[1], 1e-12)
+
+
+def _workloads() -> list[Any]:
+    return _load_bench().workloads(quick=True)
+
+
+@needs_mlir
+@pytest.mark.parametrize("w", _workloads(), ids=lambda w: w.name)
+def test_bench_workloads_export_and_match_llvm(w: Any) -> None:
+    bench = _load_bench()
+    inputs = w.make(np.random.default_rng(0))
+    loss = w.loss(np)
+    args, consts = w.call_args(inputs)
+
+    def f(*a: Any) -> Any:
+        return loss(*a, *consts)
+    try:
+        stages = _stages(f, *args)
+        errors = verify_exports(stages)
+    except UnsupportedError as e:
+        op = str(e).split("op '")[1].split("'")[0]
+        assert op not in EMITTERS
+        pytest.skip(f"{w.name} uses an op the MLIR backend does not express: {e}")
+    assert errors == [], errors[0]
+    runs = []
+    for backend in ("mlir", "llvm"):
+        step, read = bench.prepare_yota(backend)(yota, w, inputs)
+        runs.append(read(step()))  # (value, {param: gradient})
+    (v1, g1), (v2, g2) = runs
+    tol = bench.tolerance(w.dtype)
+    assert _close(v1, v2, tol)
+    _same_grads(g1, g2, tol)
+
+
+@needs_mlir
+def test_save_and_load() -> None:
+    m, X = _readme_args()
+    _, tape = yota.trace(readme_loss, m, X)
+    fn = dict(pipeline.stages(tape, "fused"))["fuse"]
+    exe = mlir.compile(fn)
+    again = mlir.load(mlir.save(exe))
+    args = [m.W, m.b, X]
+    for a, b in zip(exe(*args), again(*args), strict=True):
+        assert np.array_equal(a, b)
+    assert exe.backend == "mlir" and "linalg" in (exe.mlir or "")
+
+
+@needs_mlir
+def test_cache_hit_in_a_new_process(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent("""
+        import json, numpy as np, yota
+        from yota.backends import mlir
+        def loss(W, x):
+            return np.sum(np.tanh(W @ x))
+        W, x = np.arange(6.0).reshape(2, 3) / 10, np.ones(3)
+        v, g = yota.grad(loss, W, x, backend="mlir")
+        print(json.dumps({"v": float(v), "g": g[0].tolist(), **mlir.stats}))
+    """))
+    env = {**os.environ, "YOTA_CACHE_DIR": str(tmp_path / "cache"), "YOTA_CACHE": "1"}
+
+    def go() -> dict[str, Any]:
+        p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, check=True)
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    first, second = go(), go()
+    assert first["compiles"] == 1 and first["loads"] == 0
+    assert second["compiles"] == 0 and second["loads"] == 1
+    assert first["v"] == second["v"] and first["g"] == second["g"]
+
+
+def test_target_key_names_the_mlir_tools() -> None:
+    if MISSING:
+        pytest.skip(f"MLIR tools: {MISSING}")
+    key = mlir.target_key()
+    assert key["mlir"] == mlir.tools.version() and key["pipeline"] == mlir.PIPELINE
+    assert key["mlir"].split(".")[0] == mlir.tools.VERSION
+
+
+MODEL = """
+import numpy as np
+
+def loss(W, b, X):
+    h = np.tanh(W @ X + b[:, None])
+    return np.sum(h * h)
+
+def example():
+    r = np.random.default_rng(0)
+    return r.standard_normal((3, 4)), r.standard_normal(3), r.standard_normal((4, 5))
+"""
+
+
+@needs_mlir
+def test_cli_prints_verifiable_mlir(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text(MODEL)
+    target = [f"{tmp_path / 'model.py'}:loss", "--example", "example"]
+    runner = CliRunner()
+    out = tmp_path / "loss.mlir"
+    r = runner.invoke(cli.main, ["mlir", *target, "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert 'loc("model.py":5:0)' in text and "linalg.matmul" in text
+    assert mlir.tools.opt(text)  # parses and verifies
+    for stage in ("traced", "grad", "optimized"):
+        r = runner.invoke(cli.main, ["mlir", *target, "--stage", stage])
+        assert r.exit_code == 0 and "func.func @loss" in r.output, r.output
+        mlir.tools.opt(r.output)
+    r = runner.invoke(cli.main, ["mlir", *target, "--lower"])
+    assert r.exit_code == 0 and "llvm.func @yota_main" in r.output, r.output
