@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import backend_cases  # noqa: E402
 
 MISSING = mlir.tools.missing()
+if MISSING:  # shown in the warnings summary, so the skips' reason is seen without -rs
+    warnings.warn(f"the MLIR tests skip: {MISSING}", stacklevel=1)
 needs_mlir = pytest.mark.skipif(MISSING is not None, reason=f"MLIR tools: {MISSING}")
 Program = tuple[str, Function, list[np.ndarray]]
 

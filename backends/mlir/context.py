@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 from yota.ir.core import Function, Value
-from yota.ir.types import TensorType
+from yota.ir.types import BOOL, TensorType
 
 from .text import Lines, affine_map, elem, identity_map, tensor
 
@@ -25,6 +25,7 @@ class ModuleCtx:
         self.counter = [0]
         self.failures: list[dict[str, Any]] = []
         self.functions: dict[str, str] = {}  # IR name -> rendered text
+        self.render: Callable[[Function], None] = lambda fn: None  # set by render.py
 
     def failure(self, record: dict[str, Any]) -> int:
         self.failures.append(record)
@@ -97,12 +98,13 @@ class FnCtx:
 
     def _spans(self, operands: list[tuple[str, TensorType, str]], domain: Sequence[int]
                ) -> list[tuple[str, TensorType, str]]:
-        covered = set()
+        covered: set[str] = set()
         for _, _, m in operands:
             covered.update(r.strip() for r in m.split("-> (")[1].rstrip(")>").split(","))
         n = len(domain)
-        return [(self.empty(TensorType("bool", (domain[k],))), TensorType("bool", (domain[k],)),
-                 affine_map(n, [f"d{k}"])) for k in range(n) if f"d{k}" not in covered]
+        spans = [TensorType(BOOL, (domain[k],)) for k in range(n)]
+        return [(self.empty(spans[k]), spans[k], affine_map(n, [f"d{k}"]))
+                for k in range(n) if f"d{k}" not in covered]
 
     def elementwise(self, xs: Sequence[tuple[str, TensorType]], out: TensorType,
                     body: Body) -> str:

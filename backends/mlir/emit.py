@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from yota.ir.core import Op
+from yota.ir.core import Function, Op, Value
 from yota.ir.ops import OPS
 from yota.ir.ops.shape import broadcastable
 from yota.ir.types import TensorType
@@ -19,7 +19,7 @@ from yota.ir.types import TensorType
 from ..failures import guard_record
 from .context import FnCtx, broadcast_map
 from .scalar import SCALAR, convert, emit_scalar
-from .text import Lines, affine_map, dense, elem, identity_map, scalar, tensor
+from .text import Lines, affine_map, dense, elem, identity_map, location, scalar, symbol, tensor
 
 Emitter = Callable[[FnCtx, Op], None]
 EMITTERS: dict[str, Emitter] = {}
@@ -313,16 +313,13 @@ def _fused(c: FnCtx, op: Op) -> None:
         c.bind(v, name)
 
 
-def _kernel_body(L: Lines, body: object, args: list[str], reductions: dict[object, str]
+def _kernel_body(L: Lines, fn: Function, args: list[str], reductions: dict[Value, str]
                  ) -> list[str]:
-    from .text import location
-
-    fn = body  # an ir.Function (the kernel body)
-    names = dict(zip(fn.inputs, args, strict=False))  # type: ignore[attr-defined]
-    nin = len(fn.inputs)  # type: ignore[attr-defined]
-    acc = {v: args[nin + j] for j, v in enumerate(fn.outputs)}  # type: ignore[attr-defined]
+    names = dict(zip(fn.inputs, args, strict=False))
+    nin = len(fn.inputs)
+    acc = {v: args[nin + j] for j, v in enumerate(fn.outputs)}
     saved = L.loc
-    for o in fn.ops:  # type: ignore[attr-defined]
+    for o in fn.ops:
         L.loc = location(o.loc)
         if o.name == "broadcast":
             names[o.result] = names[o.operands[0]]
@@ -337,7 +334,7 @@ def _kernel_body(L: Lines, body: object, args: list[str], reductions: dict[objec
             names[o.result] = emit_scalar(L, o.name, [names[v] for v in o.operands],
                                           [v.dtype for v in o.operands], o.result.dtype)
     L.loc = saved
-    return [names[v] for v in fn.outputs]  # type: ignore[attr-defined]
+    return [names[v] for v in fn.outputs]
 
 
 # -- guards and calls ---------------------------------------------------------------------------
@@ -390,10 +387,8 @@ def _guard(c: FnCtx, op: Op) -> None:
 
 @emitter("call")
 def _call(c: FnCtx, op: Op) -> None:
-    from .render import render_function, symbol
-
     callee = c.fn.callees[op.attrs["callee"]]
-    render_function(c.mod, callee)
+    c.mod.render(callee)
     args = [c.name(v) for v in op.operands]
     rtypes = [tensor(v.type) for v in op.results] + (["i32", "i64"] if c.executable else [])
     n = len(rtypes)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from yota.ir.core import Op
-from yota.ir.types import TensorType
+from yota.ir.types import BOOL, TensorType
 
 from ..failures import index_record
 from .context import FnCtx
@@ -40,7 +40,7 @@ def _check(c: FnCtx, op: Op, m: int, size: int, first: int = 1) -> None:
     an axis of ``size``."""
     v = op.operands[first + m]
     t = v.type
-    f = TensorType("bool", ())
+    f = TensorType(BOOL, ())
     z = TensorType(I64, ())
     n = t.ndim
 

@@ -13,7 +13,6 @@ Two forms share every emitter:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -24,14 +23,9 @@ from yota.ir.types import TensorType
 from . import index as _index  # noqa: F401 - registers gather, scatter_add
 from .context import FnCtx, ModuleCtx
 from .emit import EMITTERS
-from .text import location, memref, tensor
+from .text import location, memref, symbol, tensor
 
 ENTRY = "yota_main"
-_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_$.]*$")
-
-
-def symbol(name: str) -> str:
-    return f"@{name}" if _PLAIN.match(name) else '@"' + name.replace('"', '\\"') + '"'
 
 
 def render_function(mod: ModuleCtx, fn: Function) -> None:
@@ -75,6 +69,7 @@ def export(fn: Function) -> str:
     """The MLIR module of ``fn`` (func, arith, math, tensor, linalg; scf for scatters,
     cf.assert for guards), every op located at Yota's provenance."""
     mod = ModuleCtx(executable=False)
+    mod.render = lambda f: render_function(mod, f)
     render_function(mod, fn)
     return _module(mod, fn)
 
@@ -83,6 +78,7 @@ def executable(fn: Function) -> tuple[str, list[dict[str, Any]]]:
     """The executable module of ``fn`` (with the ``@yota_main`` entry on memrefs) and
     its failure records (code ``k`` is record ``k - 1``)."""
     mod = ModuleCtx(executable=True)
+    mod.render = lambda f: render_function(mod, f)
     render_function(mod, fn)
     return _module(mod, fn, _entry(mod, fn)), mod.failures
 

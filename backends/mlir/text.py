@@ -77,6 +77,14 @@ def identity_map(ndim: int) -> str:
     return affine_map(ndim, [f"d{i}" for i in range(ndim)])
 
 
+_PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_$.]*$")
+
+
+def symbol(name: str) -> str:
+    """``@name``, quoted where the name is not a bare identifier."""
+    return f"@{name}" if _PLAIN.match(name) else "@" + _quote(name)
+
+
 _FILE_LINE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::(?P<col>\d+))?$")
 
 
