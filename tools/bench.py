@@ -11,6 +11,7 @@ workload's time is also given as a multiple of its physical bound.
     python tools/bench.py                       # full run: Markdown on stdout, JSON file
     python tools/bench.py --quick               # smoke run on tiny sizes
     python tools/bench.py --only W3,W5 --systems numpy,yota,jax --backend interp
+    python tools/bench.py --load 2              # the same with 2 busy processes running
 
 Peers are used when importable (``pip install -e '.[bench]'`` gives jax and autograd;
 ``pip install torch==2.13.0`` the CPU build of PyTorch); a missing one is skipped with
@@ -968,7 +969,9 @@ def markdown(report: dict[str, Any]) -> str:
              f"{lim['flops']['float32'] / 1e9:.3g} GFLOP/s float32, "
              f"{lim['flops']['float64'] / 1e9:.3g} GFLOP/s float64.", "",
              f"Load average (1 min) at start and end: {meta['load_start']} and "
-             f"{meta['load_end']}.", "",
+             f"{meta['load_end']}" + (f"; {meta['load']} busy process(es) ran during the "
+                                      "workloads (--load)" if meta.get("load") else "")
+             + ".", "",
              f"Each cell: median time per value-and-gradient call (its ratio to "
              f"{_ref_label(report)}, its ratio to the workload's physical bound):", "",
              "| workload | bound | " + " | ".join(systems) + " |",
@@ -1061,8 +1064,73 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="threads for every system's thread "
                    "pool (OpenBLAS, OpenMP/MKL, XLA when 1; run as a script only); default: each "
                    "library's own default")
+    p.add_argument("--load", type=int, default=0, metavar="N", help="run N busy processes "
+                   "(an endless Python loop each, like `yes > /dev/null`) during the timed "
+                   "workloads, to measure under CPU contention; stopped at the end, on error "
+                   "and on Ctrl-C")
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.load < 0:
+        p.error("--load takes a number of processes, 0 or more")
+    return args
+
+
+# The busy child: spins, and exits when its parent goes away (PR_SET_PDEATHSIG on Linux,
+# and a periodic parent check everywhere), so a killed benchmark leaves no spinner behind.
+_SPIN = """
+import os, sys
+parent = int(sys.argv[1])
+try:
+    import ctypes, signal
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+except Exception:
+    pass
+while os.getppid() == parent:
+    for _ in range(2_000_000):
+        pass
+"""
+
+
+class BusyLoad:
+    """``with BusyLoad(n):`` runs n busy processes for the block's duration and stops
+    them on leaving it, whatever the reason (an exception, KeyboardInterrupt); an atexit
+    hook stops any left over if the block never unwinds."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def __enter__(self) -> BusyLoad:
+        atexit.register(self.stop)
+        try:
+            for _ in range(self.n):
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-c", _SPIN, str(os.getpid())],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL))
+        except BaseException:
+            self.stop()
+            raise
+        if self.n:
+            log(f"load: {self.n} busy process(es) running: "
+                + ", ".join(str(p.pid) for p in self.procs))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        procs, self.procs = self.procs, []
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a stuck kill
+                log(f"load: process {p.pid} did not stop")
+        if procs:
+            log(f"load: stopped {len(procs)} busy process(es)")
+        atexit.unregister(self.stop)
 
 
 def _select(items: Sequence[Any], spec: str, what: str) -> list[Any]:
@@ -1142,16 +1210,17 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
     log("measuring the machine's limits ...")
     limits = measure_limits(args.quick, args.threads or os.cpu_count() or 1)
     results = []
-    for w in chosen:
-        log(f"{w.name}: {w.desc}")
-        t0 = time.perf_counter()
-        results.append(run_workload(w, systems, timing, limits, args.seed))
-        log(f"  done in {time.perf_counter() - t0:.1f} s")
+    with BusyLoad(args.load):
+        for w in chosen:
+            log(f"{w.name}: {w.desc}")
+            t0 = time.perf_counter()
+            results.append(run_workload(w, systems, timing, limits, args.seed))
+            log(f"  done in {time.perf_counter() - t0:.1f} s")
     command = shlex.join(["python", "tools/bench.py",
                           *(sys.argv[1:] if argv is None else argv)])
     report = {"meta": {"date": datetime.date.today().isoformat(), "machine": machine_name(),
                        "cores": os.cpu_count(), "command": command, "quick": args.quick,
-                       "threads": args.threads or "library defaults",
+                       "threads": args.threads or "library defaults", "load": args.load,
                        "load_start": load_start, "load_end": _load(),
                        "systems": [s.name for s in systems], "versions": versions(systems),
                        "timing": dataclasses.asdict(timing)},
