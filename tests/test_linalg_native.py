@@ -534,3 +534,20 @@ def test_aot_library_without_lapack_fails_its_call(tmp_path) -> None:
     rec = r.library.programs[0]["failures"][rc - 1]
     assert rec["kind"] == "linalg" and rec["routine"] == "potrf"
     assert "no LAPACK routine potrf was found" in str(linalg_failure(rec, LAPACK_MISSING))
+
+
+def test_concurrent_calls_share_nothing() -> None:
+    """LAPACK's work arrays live in each call's workspace: calls from several threads at
+    once give each its own answer."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(9)
+    fn, _ = program(_gp, [np.eye(16), np.ones((16, 2))])
+    exe = native.compile(fn)
+    inputs = [(spd(rng, (16, 16), F64), rng.standard_normal((16, 2))) for _ in range(8)]
+    want = [[np.asarray(v) for v in exe(*xs)] for xs in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xs: exe(*xs), inputs * 4))
+    for k, outs in enumerate(got):
+        for g, w in zip(outs, want[k % len(inputs)], strict=True):
+            np.testing.assert_array_equal(np.asarray(g), w)
