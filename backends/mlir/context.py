@@ -20,8 +20,11 @@ Body = Callable[[Lines, list[str]], list[str]]
 class ModuleCtx:
     """The module being rendered: fresh-name counter, failure records, functions."""
 
-    def __init__(self, executable: bool) -> None:
+    def __init__(self, executable: bool, blas: bool = False) -> None:
         self.executable = executable
+        self.blas = blas  # executable float matrix products call the llvm backend's GEMMs
+        self.gemms: list[tuple[str, np.dtype, int, int, int, int]] = []  # name, dtype, b, m, n, k
+        self.decls: list[str] = []  # external functions the module calls
         self.counter = [0]
         self.failures: list[dict[str, Any]] = []
         self.functions: dict[str, str] = {}  # IR name -> rendered text

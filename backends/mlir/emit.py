@@ -19,7 +19,18 @@ from yota.ir.types import TensorType
 from ..failures import guard_record
 from .context import FnCtx, broadcast_map
 from .scalar import SCALAR, convert, emit_scalar
-from .text import Lines, affine_map, dense, elem, identity_map, location, scalar, symbol, tensor
+from .text import (
+    Lines,
+    affine_map,
+    dense,
+    elem,
+    identity_map,
+    location,
+    memref,
+    scalar,
+    symbol,
+    tensor,
+)
 
 Emitter = Callable[[FnCtx, Op], None]
 EMITTERS: dict[str, Emitter] = {}
@@ -273,9 +284,32 @@ def _matmul(c: FnCtx, op: Op) -> None:
 
 def _product(c: FnCtx, name: str, a: str, ta: TensorType, b: str, tb: TensorType,
              rt: TensorType) -> str:
+    if c.executable and c.mod.blas and rt.dtype.kind == "f":
+        return _gemm_call(c, a, ta, b, tb, rt)
     z = c.fill(rt, 0)
     return c.L.op(f"{name} ins({a}, {b} : {tensor(ta)}, {tensor(tb)}) outs({z} : {tensor(rt)}) "
                   f"-> {tensor(rt)}")
+
+
+def _gemm_call(c: FnCtx, a: str, ta: TensorType, b: str, tb: TensorType, rt: TensorType) -> str:
+    """Executable modules: the product as a call of ``yota_mlir_gemm_N(A, B, C)`` on
+    contiguous buffers (``bufferization.to_buffer`` copies strided operands), which the
+    runtime defines as calls of the llvm backend's BLAS GEMMs (``yota_sgemm``/``dgemm``)."""
+    batch = int(np.prod(rt.shape[:-2], dtype=np.int64))
+    m, n, k = rt.shape[-2], rt.shape[-1], ta.shape[-1]
+    if batch * m * n == 0 or k == 0:
+        return c.fill(rt, 0)
+    L = c.L
+    name = f"yota_mlir_gemm_{len(c.mod.gemms)}"
+    c.mod.gemms.append((name, rt.dtype, batch, m, n, k))
+    c.mod.decls.append(f"  func.func private @{name}({memref(ta)}, {memref(tb)}, {memref(rt)})")
+    ma = L.op(f"bufferization.to_buffer {a} read_only : {tensor(ta)} to {memref(ta)}")
+    mb = L.op(f"bufferization.to_buffer {b} read_only : {tensor(tb)} to {memref(tb)}")
+    out = L.op(f"memref.alloc() {{alignment = 64 : i64}} : {memref(rt)}")
+    L.line(f"func.call @{name}({ma}, {mb}, {out}) : ({memref(ta)}, {memref(tb)}, "
+           f"{memref(rt)}) -> ()")
+    return L.op(f"bufferization.to_tensor {out} restrict writable : {memref(rt)} to "
+                f"{tensor(rt)}")
 
 
 # -- fused kernels ----------------------------------------------------------------------------

@@ -13,8 +13,6 @@ Two forms share every emitter:
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import UnsupportedError
@@ -74,18 +72,19 @@ def export(fn: Function) -> str:
     return _module(mod, fn)
 
 
-def executable(fn: Function) -> tuple[str, list[dict[str, Any]]]:
-    """The executable module of ``fn`` (with the ``@yota_main`` entry on memrefs) and
-    its failure records (code ``k`` is record ``k - 1``)."""
-    mod = ModuleCtx(executable=True)
+def executable(fn: Function, blas: bool = False) -> tuple[str, ModuleCtx]:
+    """The executable module of ``fn`` (with the ``@yota_main`` entry on memrefs), and
+    its context: failure records (code ``k`` is record ``k - 1``) and, with ``blas``, the
+    GEMM calls (``gemms``) the runtime defines."""
+    mod = ModuleCtx(executable=True, blas=blas)
     mod.render = lambda f: render_function(mod, f)
     render_function(mod, fn)
-    return _module(mod, fn, _entry(mod, fn)), mod.failures
+    return _module(mod, fn, _entry(mod, fn)), mod
 
 
 def _module(mod: ModuleCtx, fn: Function, extra: str = "") -> str:
     head = f"// Yota: @{fn.name} as upstream MLIR (func, arith, math, tensor, linalg)"
-    body = "\n\n".join(t for t in mod.functions.values())
+    body = "\n\n".join([*mod.decls, *mod.functions.values()])
     return f"{head}\nmodule {{\n{body}\n{extra}}}\n"
 
 

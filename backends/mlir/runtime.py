@@ -5,23 +5,27 @@ object code by the llvm backend's JIT, and its executable class for the calling 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import llvmlite.binding as llvm
 import llvmlite.ir as lir
+import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import YotaError
 
-from ..llvm.jit import emit_object, load_object, optimize
+from ..llvm.jit import emit_object, load_object
+from ..llvm.loops import loop
 from ..llvm.module import ENTRY, ENTRY_OBJ, _array_entry
 from ..llvm.runtime import Artifact as LLVMArtifact
 from ..llvm.runtime import LLVMExecutable
 from ..llvm.target import host, init
-from ..llvm.types import I32, PTR
+from ..llvm.types import I32, I64, PTR, declare, i64, reg_type
 from . import tools
 from .render import executable
 
+Gemm = tuple[str, np.dtype, int, int, int, int]  # name, dtype, batch, m, n, k
 STATUS_BYTES = 16  # the status words: failure code, offending value (byte 8)
 
 
@@ -66,8 +70,9 @@ def check_symbols(mod: llvm.ModuleRef) -> None:
                         "libmlir-22 package, provides memrefCopy)")
 
 
-def llvm_module(fn: Function, text: str) -> llvm.ModuleRef:
-    """The LLVM IR of the executable module ``text`` with the array entry linked in."""
+def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = ()) -> llvm.ModuleRef:
+    """The LLVM IR of the executable module ``text`` with the array entry and the GEMM
+    calls' definitions linked in."""
     init()
     target = host()
     mod = llvm.parse_assembly(tools.translate(tools.lower(text)))
@@ -76,16 +81,64 @@ def llvm_module(fn: Function, text: str) -> llvm.ModuleRef:
     nptr = len(fn.inputs) + len(fn.outputs) + 1
     entry = lir.Function(wrapper, lir.FunctionType(I32, [PTR] * nptr), ENTRY)
     _array_entry(SimpleNamespace(module=wrapper), fn, entry)  # type: ignore[arg-type]
+    for g in gemms:
+        _gemm(wrapper, *g)
     mod.triple = target.triple
-    check_symbols(mod)
     mod.link_in(llvm.parse_assembly(str(wrapper)))
+    for g in gemms:  # defined now: private to the module
+        mod.get_function(g[0]).linkage = "internal"
+    check_symbols(mod)
     return mod
+
+
+def optimize(text: str, target: Any, level: int) -> llvm.ModuleRef:
+    """LLVM's pipeline at ``level`` on the translated module: as the llvm backend's, but
+    with LLVM's loop vectorizer on (MLIR's loops are scalar; the llvm backend's kernels
+    are vectorized as they are generated)."""
+    init()
+    mod = llvm.parse_assembly(text)
+    mod.verify()
+    tm = target.machine(level)
+    mod.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2
+    pto.loop_unrolling = level >= 2
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    mod.verify()
+    return mod
+
+
+def _gemm(module: lir.Module, name: str, dt: np.dtype, batch: int, m: int, n: int,
+          k: int) -> None:
+    """``void NAME(A, B, C)``: C = A @ B for each of ``batch`` contiguous row-major
+    matrices, by the llvm backend's ``yota_sgemm``/``yota_dgemm`` (bound by its target)."""
+    ft = reg_type(dt)
+    gemm = declare(module, "yota_sgemm" if dt.itemsize == 4 else "yota_dgemm", lir.VoidType(),
+                   [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64])
+    f = lir.Function(module, lir.FunctionType(lir.VoidType(), [PTR] * 3), name)
+    b = lir.IRBuilder(f.append_basic_block("entry"))
+    a, bm, c = f.args
+    c32 = lambda v: lir.Constant(I32, v)  # noqa: E731
+
+    def one(i: lir.Value, _: list[lir.Value]) -> list[lir.Value]:
+        pa = b.gep(a, [b.mul(i, i64(m * k))], source_etype=ft)
+        pb = b.gep(bm, [b.mul(i, i64(k * n))], source_etype=ft)
+        pc = b.gep(c, [b.mul(i, i64(m * n))], source_etype=ft)
+        b.call(gemm, [c32(101), c32(111), c32(111), i64(m), i64(n), i64(k),
+                      lir.Constant(ft, 1.0), pa, i64(max(1, k)), pb, i64(max(1, n)),
+                      lir.Constant(ft, 0.0), pc, i64(max(1, n))])
+        return []
+    loop(b, 0, batch, 1, [], one, name="batch")
+    b.ret_void()
 
 
 def build(fn: Function, target_key: dict[str, Any], opt_level: int) -> MLIRExecutable:
     target = host()
-    text, failures = executable(fn)
-    ll = str(llvm_module(fn, text))
+    text, ctx = executable(fn, blas=target.blas)
+    failures = ctx.failures
+    ll = str(llvm_module(fn, text, ctx.gemms))
     mod = optimize(ll, target, opt_level)
     obj = emit_object(mod, target)
     meta = {
