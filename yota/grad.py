@@ -41,10 +41,11 @@ class GradientResult:
     float argument, a dict ``{field path: gradient}`` for a structure (only the fields
     that received a gradient), and None for an argument with no gradient."""
 
-    def __init__(self, grads: list[Any], fn: Function, argnames: Sequence[str]) -> None:
+    def __init__(self, grads: list[Any], fn: Function | Program,
+                 argnames: Sequence[str]) -> None:
         self._grads = grads
-        self._fn = fn
-        self._argnames = list(argnames)
+        self._fn = fn  # a Program: its IR is read (parsed, after a cache load) on demand
+        self._argnames = argnames
 
     def __getitem__(self, i: int) -> Any:
         return self._grads[i]
@@ -58,7 +59,7 @@ class GradientResult:
     @property
     def tape(self) -> Function:
         """The gradient program (IR) that computed these gradients."""
-        return self._fn
+        return self._fn.fn if isinstance(self._fn, Program) else self._fn
 
     def __repr__(self) -> str:
         lines = ["GradientResult("]
@@ -192,7 +193,7 @@ def run_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
         program, outs = _dynamic_program(f, args, opts)
     else:
         program, outs = _static_run(f, args, opts)
-    return (*_unpack(program.fn, program.tape, outs, args, program), program)
+    return (*_unpack(program, program.tape, outs, args), program)
 
 
 def nested_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
@@ -326,9 +327,12 @@ def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str 
     return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
 
 
-def _unpack(fn: Function, tape: Tape, outs: list[Any], args: Sequence[Any],
-            program: Program | None = None) -> tuple[Any, GradientResult]:
-    plan = _unpack_plan(fn, tape, args, program)
+def _unpack(fn: Function | Program, tape: Tape, outs: list[Any], args: Sequence[Any]
+            ) -> tuple[Any, GradientResult]:
+    """The value and gradients as the user gets them, from the outputs of ``fn`` (a
+    program's IR, or the ``Program``: its plan is kept on it)."""
+    program = fn if isinstance(fn, Program) else None
+    plan = _unpack_plan(fn, tape, args)
     value = _scalar(outs[0], plan.value_is_float)
     grads: list[Any] = [None] * len(args)
     for argnum, path, j, as_float in plan.leaves:
@@ -340,9 +344,10 @@ def _unpack(fn: Function, tape: Tape, outs: list[Any], args: Sequence[Any],
                 grads[argnum] = {}
             grads[argnum][path] = g
     if tape.has_aux:  # the auxiliary outputs follow the gradients
-        aux = tracing.restructure(tape.result[1], outs[1 + len(fn.attrs.get("grads", ())):])
+        aux = tracing.restructure(tape.result[1], outs[1 + len(_grads_of(fn)):])
         value = (value, aux)
-    return value, GradientResult(grads, fn, tape.argnames)
+    return value, GradientResult(grads, program if program is not None else fn,
+                                 tape.argnames)
 
 
 @dataclass(frozen=True)
@@ -353,12 +358,15 @@ class _UnpackPlan:
     leaves: tuple[tuple[int, tuple[Any, ...] | None, int, bool], ...]
 
 
-def _unpack_plan(fn: Function, tape: Tape, args: Sequence[Any], program: Program | None
-                 ) -> _UnpackPlan:
-    plan = getattr(program, "unpack_plan", None)
-    if plan is not None:
-        return plan
-    out_of = {leaf: j for j, leaf in enumerate(fn.attrs.get("grads", ()), start=1)}
+def _grads_of(fn: Function | Program) -> tuple[int, ...]:
+    return fn.grads if isinstance(fn, Program) else tuple(fn.attrs.get("grads", ()))
+
+
+def _unpack_plan(fn: Function | Program, tape: Tape, args: Sequence[Any]) -> _UnpackPlan:
+    program = fn if isinstance(fn, Program) else None
+    if program is not None and program.unpack_plan is not None:
+        return program.unpack_plan  # type: ignore[no-any-return]
+    out_of = {leaf: j for j, leaf in enumerate(_grads_of(fn), start=1)}
     leaves = []
     for i, (argnum, path, _) in enumerate(tape.leaf_vars):
         if i in out_of:
@@ -370,7 +378,7 @@ def _unpack_plan(fn: Function, tape: Tape, args: Sequence[Any], program: Program
     result = tape.result[0] if tape.has_aux else tape.result
     plan = _UnpackPlan(isinstance(result, float) or _weak(result), tuple(leaves))
     if program is not None:
-        program.unpack_plan = plan  # type: ignore[attr-defined]  # same signature, same plan
+        program.unpack_plan = plan  # same signature, same plan
     return plan
 
 

@@ -30,7 +30,7 @@ from yota.ir.errors import GuardFailed, TraceError, YotaError
 from . import device as _device
 from . import tracing as _tracing
 from .cache.key import tape_signature
-from .cache.lookup import compile_cached
+from .cache.lookup import compile_cached, compile_traced
 from .lowering import to_ir
 from .program import Program
 from .tape import Loc, Tape, Var
@@ -229,15 +229,31 @@ def build_program(tape: Tape, fn: Function, backend: str | None, *, kind: str,
 
 def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
                cache: bool = True, fn: Function | None = None) -> Program:
-    """The compiled gradient program of ``tape`` (counted in ``stats.compiles``)."""
-    gfn = grad_ir(tape, optimized=optimized, fn=fn)
+    """The compiled gradient program of ``tape`` (counted in ``stats.compiles``). The
+    cache is asked by the traced program first: a hit skips differentiation, the passes
+    and the native compilation."""
+    fn = lower(tape) if fn is None else fn
     stats.compiles += 1
-    return build_program(tape, gfn, backend, kind="grad", cache=cache)
+    derivation = {"differentiate": "vjp", "wrt": None if tape.wrt is None else list(tape.wrt),
+                  "has_aux": tape.has_aux, "passes": _pipeline_names() if optimized else []}
+    exe, built, facts = compile_traced(
+        fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
+        signature=tape_signature(tape), derivation=derivation, use_cache=cache)
+    return Program.build(tape, built, exe, facts)
 
 
 def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Program:
-    """The compiled, optimized forward program of ``tape``."""
-    return build_program(tape, forward_ir(tape), backend, kind="forward", cache=cache)
+    """The compiled, optimized forward program of ``tape`` (through the cache by the
+    traced program first, as ``build_grad``)."""
+    fn = lower(tape)
+    exe, built, facts = compile_traced(
+        fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
+        derivation={"passes": _pipeline_names()}, use_cache=cache)
+    return Program.build(tape, built, exe, facts)
+
+
+def _pipeline_names() -> list[str]:
+    return [n for n, _ in _passes.PIPELINE]
 
 
 def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kind: str,
@@ -248,7 +264,7 @@ def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kin
     NumPy). The compiled program may compute that value with other rounding; then the
     guard is re-anchored to the compiled program's own value and the program rebuilt, so
     the inputs that built a program always pass its guards, on every backend."""
-    guards = sum(op.name == "guard" for op in program.fn.ops)
+    guards = program.guard_count
     for _ in range(guards + 1):
         try:
             return program, program(args, traced_draws=True)

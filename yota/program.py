@@ -8,7 +8,6 @@ were not rebound (either triggers a retrace), and runs the compiled IR.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,21 +34,68 @@ def flatten_args(args: Sequence[Any]) -> tuple[list[Any], tuple[Any, ...]]:
     return leaves, tuple(defs)
 
 
-@dataclass
 class Program:
-    tape: Tape
-    fn: Function  # the IR that runs (after differentiation and optimization)
-    exe: Any
-    consts: list[tuple[Any, np.ndarray]] = field(default_factory=list)
-    captured: list[tuple[Any, dict[str, Any] | None, str]] = field(default_factory=list)
+    """A compiled program and the tape it was traced from.
+
+    ``fn`` is the IR that runs (after differentiation and optimization). A program
+    loaded from the on-disk cache by its traced key (``yota.cache``) was never built in
+    this process: it holds the printed IR instead, parsed the first time ``fn`` is read,
+    and ``facts`` (``grads``: the differentiated inputs, ``guards``: how many guard ops),
+    which is all a call needs."""
+
+    __slots__ = ("tape", "_fn", "_text", "exe", "consts", "captured", "facts",
+                 "unpack_plan", "fast")
+
+    def __init__(self, tape: Tape, fn: Function | str, exe: Any,
+                 consts: list[tuple[Any, np.ndarray]] | None = None,
+                 captured: list[tuple[Any, dict[str, Any] | None, str]] | None = None,
+                 facts: dict[str, Any] | None = None) -> None:
+        self.tape, self.exe = tape, exe
+        self._fn: Function | None = fn if isinstance(fn, Function) else None
+        self._text: str | None = fn if isinstance(fn, str) else None
+        self.consts = consts if consts is not None else []
+        self.captured = captured if captured is not None else []
+        self.facts = facts
+        self.unpack_plan: Any = None  # set by yota.grad on the first call
+        self.fast: Any = None  # yota.grad's generated call path, once built
 
     @classmethod
-    def build(cls, tape: Tape, fn: Function, exe: Any) -> Program:
+    def build(cls, tape: Tape, fn: Function | str, exe: Any,
+              facts: dict[str, Any] | None = None) -> Program:
         consts = [(e.extra, e.value) for e in tape.entries
                   if e.kind == "const" and isinstance(e.extra, np.ndarray)]
         captured = [(e.value, *e.extra) for e in tape.captured]
         tape.release_values()
-        return cls(tape, fn, exe, consts, captured)
+        return cls(tape, fn, exe, consts, captured, facts)
+
+    @property
+    def fn(self) -> Function:
+        """The IR that runs (parsed from its printed text on first use after a load)."""
+        if self._fn is None:
+            from yota.ir.parser import parse
+
+            assert self._text is not None
+            self._fn = parse(self._text)
+        return self._fn
+
+    @property
+    def fn_known(self) -> bool:
+        """Whether ``fn`` is built already (reading it costs nothing)."""
+        return self._fn is not None
+
+    @property
+    def grads(self) -> tuple[int, ...]:
+        """The inputs the program differentiates, in the order of its gradient outputs."""
+        if self._fn is None and self.facts is not None:
+            return tuple(self.facts["grads"])
+        return tuple(self.fn.attrs.get("grads", ()))
+
+    @property
+    def guard_count(self) -> int:
+        """How many guard ops the program checks."""
+        if self._fn is None and self.facts is not None:
+            return int(self.facts["guards"])
+        return sum(op.name == "guard" for op in self.fn.ops)
 
     def still_valid(self) -> bool:
         """False when a constant array from user code changed or a global was rebound."""

@@ -25,6 +25,10 @@ from yota.ir.printer import print_function
 FORMAT = 1  # bump when the layout, the metadata or the key's derivation changes
 KEY_PARTS = ("format", "kind", "ir", "signature", "backend", "target", "llvm", "llvmlite",
              "yota")
+# The key of a program by what it was built from: the traced program (before
+# differentiation and the passes) and how it is turned into the program that runs.
+TRACED_KEY_PARTS = ("format", "kind", "traced", "derivation", "signature", "backend",
+                    "target", "llvm", "llvmlite", "yota")
 
 
 @dataclass
@@ -81,6 +85,52 @@ def make_key(fn: Function, backend: str | None, *, kind: str,
         "yota": _yota_version(mod),
     }
     return Key(parts, text)
+
+
+def make_traced_key(fn: Function, backend: str | None, *, kind: str, signature: Any,
+                    derivation: dict[str, Any]) -> Key | None:
+    """The key of the program built from the traced program ``fn`` (the tape as IR,
+    before differentiation and optimization) as ``derivation`` says (differentiated or
+    not, w.r.t. which arguments, which passes): ``make_key``'s parts with ``traced`` (the
+    printed traced program) for ``ir``, and ``derivation``. Everything else that shapes
+    the program that runs is code hashed in the ``yota`` part (autodiff rules, passes),
+    so the key is exact, except for code that lives outside Yota's sources: a program
+    that calls a user primitive (its ``diffrule``/``nodiff`` are user code) or a process
+    whose rule or pass registries were changed at run time gets no traced key (None)
+    and is keyed by its built program only (``make_key``)."""
+    if not builtin_code_only(fn):
+        return None
+    base = make_key(fn, backend, kind=kind, signature=signature)
+    if base is None:
+        return None
+    parts = {("traced" if k == "ir" else k): v for k, v in base.parts.items()}
+    parts["derivation"] = derivation
+    return Key({k: parts[k] for k in TRACED_KEY_PARTS}, base.ir_text)
+
+
+def _registries() -> tuple[dict[str, Any], dict[str, Any]]:
+    from yota.ir import passes
+    from yota.ir.autodiff import RULES
+
+    return RULES, passes.PASSES
+
+
+_PRISTINE: list[tuple[tuple[str, int], ...]] = []
+
+
+def builtin_code_only(fn: Function) -> bool:
+    """Whether building ``fn``'s program runs only code of Yota's own sources: no call to
+    a user primitive, and the derivative-rule and pass registries as Yota defines them."""
+    if any("primitive" in c.attrs for c in fn.all_callees().values()):
+        return False
+    rules, passes = _registries()
+    now = [tuple(sorted((k, id(v)) for k, v in r.items())) for r in (rules, passes)]
+    if not _PRISTINE:  # the first look: the registries as imported, unless changed since
+        code = [*rules.values(), *(getattr(p, "apply", p) for p in passes.values())]
+        if not all(getattr(c, "__module__", "").startswith("yota.") for c in code):
+            return False
+        _PRISTINE.extend(now)
+    return now == _PRISTINE
 
 
 _source_hashes: dict[str, str] = {}

@@ -2,31 +2,96 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from yota.backends import get_backend
 from yota.ir.core import Function
 
 from .config import BadEntry, _warn, _warn_once, enabled, log, stats
-from .key import Key, make_key
-from .store import DiskCache, default_cache
+from .key import Key, make_key, make_traced_key
+from .store import DiskCache, StoredEntry, default_cache
+from .traced import matches, read_name, remove_name, write_name
 
 
 def compile_cached(fn: Function, backend: str | None, *, kind: str, signature: Any = None,
                    use_cache: bool = True) -> Any:
     """``get_backend(backend).compile(fn)``, through the cache when it can be used."""
+    return compile_cached_key(fn, backend, kind=kind, signature=signature,
+                              use_cache=use_cache)[0]
+
+
+def compile_cached_key(fn: Function, backend: str | None, *, kind: str,
+                       signature: Any = None, use_cache: bool = True
+                       ) -> tuple[Any, Key | None]:
+    """``compile_cached``, and the key the executable is stored under (None when the
+    cache was not used)."""
     mod = get_backend(backend)  # an unknown or broken backend raises as it always did
-    key = None
-    if use_cache and enabled():
-        try:
-            key = make_key(fn, backend, kind=kind, signature=signature)
-        except Exception as e:  # the cache must never be why a program does not run
-            _warn_once(f"cannot compute a cache key for @{fn.name} ({type(e).__name__}: "
-                       f"{e}); compiling without the cache")
+    key = _key(lambda: make_key(fn, backend, kind=kind, signature=signature), fn.name) \
+        if use_cache and enabled() else None
     cache = default_cache() if key is not None else None
     if cache is None or not cache.usable():
-        return mod.compile(fn)
-    return lookup_or_compile(cache, key, fn, backend)  # type: ignore[arg-type]
+        return mod.compile(fn), None
+    return lookup_or_compile(cache, key, fn, backend), key  # type: ignore[arg-type]
+
+
+def _key(make: Callable[[], Key | None], name: str) -> Key | None:
+    try:
+        return make()
+    except Exception as e:  # the cache must never be why a program does not run
+        _warn_once(f"cannot compute a cache key for @{name} ({type(e).__name__}: "
+                   f"{e}); compiling without the cache")
+        return None
+
+
+def compile_traced(traced: Function, build: Callable[[], Function], backend: str | None, *,
+                   kind: str, signature: Any, derivation: dict[str, Any],
+                   use_cache: bool = True) -> tuple[Any, Function | str, dict[str, Any] | None]:
+    """The executable of the program ``build()`` makes from the traced program ``traced``,
+    through the cache: a hit by the traced key (``make_traced_key``) neither builds nor
+    compiles; it returns the stored program's printed IR (``str``) and its ``facts``.
+    Otherwise ``build()``'s program is compiled through the cache by its own key (a hit
+    there skips the native compilation), recorded under the traced key, and returned
+    with None."""
+    tkey = _key(lambda: make_traced_key(traced, backend, kind=kind, signature=signature,
+                                        derivation=derivation), traced.name) \
+        if use_cache and enabled() else None
+    cache = default_cache() if tkey is not None else None
+    if cache is not None and tkey is not None and cache.usable():
+        found = _load_traced(cache, tkey, get_backend(backend))
+        if found is not None:
+            return found
+    fn = build()
+    exe, key = compile_cached_key(fn, backend, kind=kind, signature=signature,
+                                  use_cache=use_cache)
+    if cache is not None and tkey is not None and key is not None \
+            and cache.path(key.hex).is_dir():
+        write_name(cache, tkey, key, facts_of(fn))
+    return exe, fn, None
+
+
+def facts_of(fn: Function) -> dict[str, Any]:
+    """What a call of ``fn``'s program needs to know without its IR."""
+    return {"grads": [int(i) for i in fn.attrs.get("grads", ())],
+            "guards": sum(op.name == "guard" for op in fn.ops)}
+
+
+def _load_traced(cache: DiskCache, tkey: Key, mod: Any
+                 ) -> tuple[Any, str, dict[str, Any]] | None:
+    rec = read_name(cache, tkey)
+    if rec is None:
+        return None
+    name = tkey.parts["traced"]["function"]
+    found = _load_entry(cache, rec["entry"], name, mod,
+                        entry_ok=lambda e: matches(rec, e.meta, e.files["program.yir"]))
+    if found is None:
+        remove_name(cache, tkey)
+        return None
+    exe, entry = found
+    facts = rec.get("facts")
+    if not isinstance(facts, dict):
+        facts = None
+    return exe, entry.files["program.yir"].decode(), facts  # type: ignore[return-value]
 
 
 def lookup_or_compile(cache: DiskCache, key: Key, fn: Function, backend: str | None) -> Any:
@@ -44,28 +109,39 @@ def lookup_or_compile(cache: DiskCache, key: Key, fn: Function, backend: str | N
 
 def load(cache: DiskCache, key: Key, mod: Any) -> Any | None:
     """The stored executable for ``key``, or None (a bad entry is removed, with a warning)."""
-    name = key.parts["ir"]["function"]
-    try:
-        entry = cache.read(key.hex)
-    except (BadEntry, OSError) as e:
-        _bad_entry(cache, key.hex, name, e)
-        return None
-    if entry is None:
-        return None
-    if entry.files["program.yir"] != key.ir_text.encode():
+    def same_program(entry: StoredEntry) -> bool:
+        if entry.files["program.yir"] == key.ir_text.encode():
+            return True
         _warn(f"entry {key.hex[:16]} holds another program than the one its key was "
               "computed from (a hash collision?); compiling without the cache")
         stats.errors += 1
+        return False
+
+    found = _load_entry(cache, key.hex, key.parts["ir"]["function"], mod,
+                        entry_ok=same_program)
+    return None if found is None else found[0]
+
+
+def _load_entry(cache: DiskCache, hexkey: str, name: str, mod: Any,
+                entry_ok: Callable[[StoredEntry], bool]) -> tuple[Any, StoredEntry] | None:
+    """The executable stored under ``hexkey`` and its entry, or None: no entry, a bad one
+    (removed, with a warning), or one that ``entry_ok`` refuses."""
+    try:
+        entry = cache.read(hexkey)
+    except (BadEntry, OSError) as e:
+        _bad_entry(cache, hexkey, name, e)
+        return None
+    if entry is None or not entry_ok(entry):
         return None
     try:
         exe = mod.load(mod.Artifact(entry.files["object.o"], entry.meta["backend_meta"]))
     except Exception as e:  # whatever the backend's loader raises: never crash on an entry
-        _bad_entry(cache, key.hex, name, e)
+        _bad_entry(cache, hexkey, name, e)
         return None
-    cache.touch(key.hex)
+    cache.touch(hexkey)
     stats.hits += 1
-    log.info("yota: cache hit %s (@%s)", key.hex[:16], name)
-    return exe
+    log.info("yota: cache hit %s (@%s)", hexkey[:16], name)
+    return exe, entry
 
 
 def _bad_entry(cache: DiskCache, key: str, name: str, e: BaseException) -> None:

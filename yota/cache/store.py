@@ -228,8 +228,9 @@ class DiskCache:
     def clear(self) -> int:
         """Remove every entry (and leftover temporary files); returns how many."""
         n = sum(self.remove(k) for k in self.keys())
-        for p in list(self.tmp_dir.glob("*")) if self.tmp_dir.exists() else []:
-            shutil.rmtree(p, ignore_errors=True)
+        for d in (self.tmp_dir, self.root / "traced"):  # traced/: names of entries
+            for p in list(d.glob("*")) if d.exists() else []:
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
         self._size_estimate = 0
         return n
 
