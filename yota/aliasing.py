@@ -21,8 +21,11 @@ while a trace runs, so that the function may write traced values into them.
 from __future__ import annotations
 
 import contextlib
+import dis
+import functools
 import sys
 import threading
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -113,7 +116,7 @@ def _wrapper(name: str) -> Callable[..., Any]:
 
     def create(*args: Any, **kwargs: Any) -> Any:
         hooks = getattr(_local, "hooks", None)
-        if not hooks or _internal(sys._getframe(1).f_globals.get("__name__", "")):
+        if not hooks or not _called_by_user(name):
             return original(*args, **kwargs)
         value = (source or original)(*args, **kwargs)  # np.empty: zeros, as good as any
         if type(value) is not np.ndarray or value.dtype not in DTYPE_NAMES:
@@ -132,6 +135,45 @@ _WRAPPERS = {name: _wrapper(name) for name in _CREATIONS}
 def _internal(module: str) -> bool:
     """Calls from NumPy itself and from Yota's own code get plain arrays."""
     return module.split(".")[0] in ("numpy", "yota")
+
+
+_LOADS = ("LOAD_METHOD", "LOAD_ATTR", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF")
+
+
+@functools.lru_cache(maxsize=4096)
+def _callee(code: types.CodeType, lasti: int) -> str | None:
+    """The name the call at ``lasti`` in ``code`` loads its function by (``np.zeros(...)``:
+    ``zeros``), or None if the bytecode does not say plainly. C code (NumPy's random
+    generators, other extensions) calls ``np.empty`` & co. through the module too, from
+    inside a call the user's frame makes: only a user's own call of a creation function may
+    get a traced array, never such an inner one."""
+    ins = list(dis.get_instructions(code))
+    at = max((i for i, x in enumerate(ins) if x.offset <= lasti), default=None)  # its caches
+    if at is None or ins[at].opname != "CALL" or not isinstance(ins[at].arg, int):
+        return None
+    n, depth, i = ins[at].arg, 0, at - 1
+    while i >= 0 and ins[i].opname in ("PRECALL", "KW_NAMES", "CACHE"):
+        i -= 1
+    while i >= 0 and depth != n:
+        x = ins[i]
+        if x.is_jump_target or "JUMP" in x.opname or x.opname.startswith("POP_JUMP"):
+            return None
+        try:
+            depth += dis.stack_effect(x.opcode, x.arg, jump=False) if x.opcode >= \
+                dis.HAVE_ARGUMENT else dis.stack_effect(x.opcode)
+        except ValueError:
+            return None
+        i -= 1
+    if i < 0 or depth != n or ins[i].opname not in _LOADS:
+        return None
+    return str(ins[i].argval)
+
+
+def _called_by_user(name: str) -> bool:
+    frame = sys._getframe(2)
+    if _internal(frame.f_globals.get("__name__", "")):
+        return False
+    return _callee(frame.f_code, frame.f_lasti) == name
 
 
 @contextlib.contextmanager
