@@ -43,13 +43,14 @@ An ``LLVMExecutable`` also carries ``.llvm_ir``, ``.optimized_ir`` and ``.assemb
 How ops become code: the shared kernel layer (``backends/kernel.py``, ``layout.py``,
 ``lowering.py``, ``emit.py``) with this target's rules: ``layout`` (which views stay
 views, which operands BLAS or a call needs copied), ``emit`` (the LLVM-only emitters:
-GEMM calls, matmul loops, indexing, arg-reductions, guards, calls, pad, concatenate),
+GEMM calls, matmul loops, indexing, arg-reductions, guards, calls, pad, concatenate;
+``lapack``: the np.linalg ops as LAPACK calls),
 ``kernel`` renders loop kernels as vectorized loop nests (``vecmath``: elementwise ops
 and libmvec transcendentals), ``lower`` builds the functions (and splits large kernels
 over the helper threads of ``pool``), ``module`` adds the entry points, ``jit``
 optimizes, emits object code and loads it, ``runtime`` is the calling side, ``target``
-describes the host and binds the external symbols (libmvec, OpenBLAS's GEMMs, the
-pool).
+describes the host and binds the external symbols (libmvec, OpenBLAS's GEMMs and LAPACK
+routines, the pool).
 """
 
 from __future__ import annotations
