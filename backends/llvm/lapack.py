@@ -28,21 +28,23 @@ itself at compile time (``lwork = -1``, as NumPy does) and kept as fixed scratch
 op (never below LAPACK's documented minimum, so a cached object stays valid with another
 build of the library). Batches loop in native code around one call per matrix.
 
-Layouts: LAPACK is column-major. Where NumPy hands LAPACK a column-major copy (solve,
-lu, eigh, svd, qr), so do we: the operand is copied *transposed* into scratch, the
+Layouts: LAPACK is column-major. Where NumPy hands LAPACK a column-major copy (cholesky,
+solve, eigh, svd, qr), so do we: the operand is copied *transposed* into scratch, the
 routine runs there, and its outputs are copied back transposed, so the results are the
-ones ``np.linalg`` computes (eigenvector and singular-vector signs included, and NaNs
-spread the same way: ``potrf`` on the upper triangle of the row-major matrix, the same
-matrix, spreads a NaN differently). Like NumPy, these compute in float64 for float32
-operands too (the copies convert), so float32 results are NumPy's to the last bit. The
-two ops NumPy has no routine for run in the operands' precision: ``lu`` (``getrf``) and
-``triangular_solve``, which uses a transposition identity instead of copies: a row-major
-``X`` is a column-major ``X^T``, so ``op(A) X = B`` is ``trsm`` from the right, ``X^T
-op(A)^T = B^T``, on the caller's strides when BLAS can read them.
+ones ``np.linalg`` computes, to the last bit (eigenvector and singular-vector signs
+included; ``potrf`` on the upper triangle of the row-major matrix, the same matrix
+without the copies, differs from NumPy by an ulp from n = 40 on). Like NumPy, these
+compute in float64 for float32 operands too (the copies convert). ``lu`` (``getrf`` on a
+column-major copy) and ``triangular_solve``, which NumPy has no function for, run in the
+operands' precision; ``triangular_solve`` uses a transposition identity instead of
+copies: a row-major ``X`` is a column-major ``X^T``, so ``op(A) X = B`` is ``trsm`` from
+the right, ``X^T op(A)^T = B^T``, on the caller's strides when BLAS can read them.
 
-Failures: ``info > 0`` (not positive definite, singular, no convergence) stops the call
-with a ``"linalg"`` failure record (``backends/failures.py``), raised as the same
-``LinAlgError`` the interpreter raises, at the user's line.
+Failures: ``info > 0`` (not positive definite, singular, no convergence; and ``gesdd``'s
+-4, a NaN in the matrix) stops the call with a ``"linalg"`` failure record
+(``backends/failures.py``), raised as the same ``LinAlgError`` the interpreter raises, at
+the user's line. NaNs otherwise go where NumPy's calls put them (``potrf`` takes a NaN
+pivot for a number, as in NumPy).
 """
 
 from __future__ import annotations
