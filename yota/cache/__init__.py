@@ -1,10 +1,13 @@
 """The on-disk cache of compiled programs, keyed by what the code *is*.
 
 ``yota.grad`` and ``yota.compile`` consult it by default (``cache=False`` turns it off
-for one call, ``YOTA_CACHE=0`` for the process). A new process still traces, differentiates
-and optimizes (that is how guards, captured arrays and the signature are known, and it
-gives the key); on a hit only the native compilation is skipped and the object code is
-loaded (``stats.hits``; ``stats.compiles`` counts the compilations it did make).
+for one call, ``YOTA_CACHE=0`` for the process). A new process still traces (that is how
+guards, captured arrays and the signature are known); it then asks the cache by the
+traced program (``make_traced_key``: ``traced/<key>.json`` names the entry that program
+was built into), so a hit skips differentiation, the passes and the native compilation,
+and loads the object code (``stats.hits``; ``stats.compiles`` counts the compilations it
+did make). Programs that call a user primitive (their ``diffrule`` is user code) are found
+by the built program's key only, after differentiation and optimization.
 
     >>> import numpy as np, yota
     >>> val, g = yota.grad(lambda x: np.sum(np.tanh(x)), np.zeros(3))  # stored on a miss
@@ -27,6 +30,8 @@ created owner-only::
                                 SHA-256 checksum over itself and the two files below
     entries/<key>/object.o      the object code
     entries/<key>/program.yir   the printed IR the key was computed from
+    traced/<traced key>.json    JSON: the entry a traced program was built into, the
+                                traced key's parts, facts a call needs, a checksum
     tmp/                        entries being written
 
 An entry is written into a fresh directory under ``tmp/`` and moved into place with one
@@ -38,13 +43,15 @@ directory that another user owns or others can write is refused (loading object 
 is running code). The least recently used entries are evicted beyond
 ``YOTA_CACHE_MAX_BYTES`` (default 1 GiB).
 
-Modules: ``key`` (the key and its parts), ``store`` (a cache directory: atomic writes,
+Modules: ``key`` (the keys and their parts), ``traced`` (names of entries by traced
+program), ``store`` (a cache directory: atomic writes,
 checked reads, eviction), ``lookup`` (compiling through the cache), ``explanation``
 (``explain_key``; ``yota.explain`` traces a function and calls it), ``config`` (environment variables, counters, warnings).
 """
 
 from __future__ import annotations
 
+from . import traced
 from .config import (
     DEFAULT_MAX_BYTES,
     BadEntry,
@@ -59,15 +66,18 @@ from .explanation import Explanation, explain_key, iter_parts
 from .key import (
     FORMAT,
     KEY_PARTS,
+    TRACED_KEY_PARTS,
     Key,
     _source_hashes,
     _yota_version,
+    builtin_code_only,
     describe_signature,
     make_key,
+    make_traced_key,
     source_files,
     tape_signature,
 )
-from .lookup import compile_cached, load, lookup_or_compile, save
+from .lookup import compile_cached, compile_traced, load, lookup_or_compile, save
 from .store import (
     FILES,
     TMP_MAX_AGE,
@@ -83,7 +93,8 @@ from .store import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_BYTES", "FILES", "FORMAT", "KEY_PARTS", "TMP_MAX_AGE", "BadEntry",
+    "DEFAULT_MAX_BYTES", "FILES", "FORMAT", "KEY_PARTS", "TRACED_KEY_PARTS", "TMP_MAX_AGE",
+    "BadEntry", "builtin_code_only", "compile_traced", "make_traced_key", "traced",
     "CacheStats", "CacheWarning", "DiskCache", "Explanation", "Key", "StoredEntry",
     "cache_dir", "checksum", "clear", "compile_cached", "default_cache", "describe_signature",
     "enabled", "entries", "entry_meta", "explain_key", "info", "iter_parts",
