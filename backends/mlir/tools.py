@@ -47,13 +47,18 @@ def find(tool: str) -> str | None:
     """The path of ``mlir-opt``/``mlir-translate``: ``$YOTA_MLIR_OPT`` /
     ``$YOTA_MLIR_TRANSLATE``, else ``TOOL-22``, else ``TOOL`` on ``PATH``."""
     env = os.environ.get("YOTA_" + tool.upper().replace("-", "_"))
-    return env or shutil.which(f"{tool}-{VERSION}") or shutil.which(tool)
+    if env:
+        return shutil.which(env)  # a path or a name; None if it cannot be run
+    return shutil.which(f"{tool}-{VERSION}") or shutil.which(tool)
 
 
 def missing() -> str | None:
     """Why the MLIR tools cannot be used here, or None when they can."""
     for tool in ("mlir-opt", "mlir-translate"):
         if find(tool) is None:
+            env = "YOTA_" + tool.upper().replace("-", "_")
+            if os.environ.get(env):
+                return f"${env}={os.environ[env]} cannot be run"
             return (f"{tool}-{VERSION} is not installed (Debian/Ubuntu: apt-get install "
                     f"mlir-{VERSION}-tools)")
     return None
