@@ -22,6 +22,7 @@ from .lapack import LAPACK_EMITTERS
 from .layout import blas_matrix
 from .loops import linear, loop, nest
 from .lower import FnGen
+from .pool import GEMM_TILES
 from .types import F32, F64, I1, I32, I64, PTR, declare, i64, mem_type, reg_type
 
 EMITTERS, emitter = new_table()
@@ -66,14 +67,46 @@ def _matmul(g: FnGen, op: Op) -> None:
         _matmul_loops(g, a, b_, r, la, lb)
 
 
+# A GEMM of at least this many multiply-adds is split into tiles over Yota's helper pool
+# (pool.py's yota_<s|d>gemm_tiles); each tile gets at least GEMM_TILE_MACS of them and
+# there are up to GEMM_TILES_PER_THREAD tiles per thread, claimed dynamically.
+GEMM_PAR_MACS = 1 << 20
+GEMM_TILE_MACS = 1 << 18
+GEMM_TILES_PER_THREAD = 4
+
+
+def gemm_split(m: int, n: int, k: int, threads: int) -> tuple[int, int] | None:
+    """``(axis, step)`` for a tiled GEMM (axis 0 splits C's rows, 1 its columns; ``step``
+    rows or columns per tile), or None to make one call."""
+    macs = m * n * k
+    if threads < 2 or macs < GEMM_PAR_MACS:
+        return None
+    axis, dim = (0, m) if m >= n else (1, n)
+    tiles = min(threads * GEMM_TILES_PER_THREAD, macs // GEMM_TILE_MACS, dim)
+    step = -(-dim // tiles)
+    if dim >= 8 * tiles:
+        step = -(-step // 8) * 8  # whole register blocks of the BLAS kernels
+    if step >= dim:
+        return None
+    return axis, step
+
+
 def _gemm(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> None:
     m, kk, n = a.shape[-2], a.shape[-1], b_.shape[-1]
     ta, lda = blas_matrix(la, a.shape)  # type: ignore[misc]
     tb, ldb = blas_matrix(lb, b_.shape)  # type: ignore[misc]
     ft = reg_type(r.dtype)
-    name = "yota_sgemm" if r.dtype.itemsize == 4 else "yota_dgemm"
-    gemm = declare(g.mg.module, name, ir.VoidType(),
-                   [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64])
+    args = [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64]
+    threads = g.mg.options.threads
+    split = gemm_split(m, n, kk, threads)
+    if split is None:
+        name = "yota_sgemm" if r.dtype.itemsize == 4 else "yota_dgemm"
+        extra: list[ir.Value] = []
+    else:
+        name = GEMM_TILES[r.dtype.name]
+        args += [I64, I64, I64]
+        extra = [i64(split[0]), i64(split[1]), i64(threads)]
+    gemm = declare(g.mg.module, name, ir.VoidType(), args)
     lr = g.loc(r)
     bshape = r.shape[:-2]
 
@@ -85,7 +118,7 @@ def _gemm(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> None:
         c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         b.call(gemm, [c32(101), c32(112 if ta else 111), c32(112 if tb else 111),
                       i64(m), i64(n), i64(kk), ir.Constant(ft, 1.0), pa, i64(lda), pb,
-                      i64(ldb), ir.Constant(ft, 0.0), pc, i64(max(1, n))])
+                      i64(ldb), ir.Constant(ft, 0.0), pc, i64(max(1, n))] + extra)
     nest(g.b, bshape, one, name="bat")
 
 

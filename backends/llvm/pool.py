@@ -13,6 +13,15 @@ a helper that wakes up late finds the job closed. Helpers are created on first n
 then sleep on a condition variable, so a split kernel costs no thread creation. One job
 runs at a time; a caller that finds the pool busy runs its chunks alone. A fork()ed
 child has no helpers: its jobs simply run on the calling thread.
+
+When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
+``yota_dgemm_tiles``): the CBLAS arguments of a row-major ``C = op(A) op(B)`` plus
+``axis`` (0: split the rows of C, 1: its columns), ``step`` (rows or columns per tile)
+and ``nslots``. Tiles are claimed one at a time by the caller and the helpers, each a
+single-threaded ``yota_sgemm``/``yota_dgemm`` call on its block (Yota's own BLAS
+instance, ``blas.py``), so a helper that the OS deschedules delays at most its one tile
+while the caller takes the rest. Without Yota's own instance (the names are bound to
+NumPy's multithreaded OpenBLAS) the tiled GEMM makes one call on the whole product.
 """
 
 from __future__ import annotations
@@ -22,11 +31,14 @@ import threading
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
+from .blas import single_threaded
 from .jit import optimize
 from .target import host
-from .types import I8, I32, I64, PTR, VOID, i64
+from .types import F32, F64, I8, I32, I64, PTR, VOID, i64
 
 SYMBOL = "yota_parallel"
+GEMM_TILES = {"float32": "yota_sgemm_tiles", "float64": "yota_dgemm_tiles"}
+_GEMMS = {"float32": ("yota_sgemm", F32, 4), "float64": ("yota_dgemm", F64, 8)}
 _lock = threading.Lock()
 _engine: llvm.ExecutionEngine | None = None
 
@@ -42,19 +54,25 @@ def ensure_pool() -> None:
     with _lock:
         if _engine is None:
             target = host()
-            mod = optimize(str(_module(target.triple)), target)
+            tiles = target.blas and target.threads > 1 and single_threaded()
+            mod = optimize(str(_module(target.triple, target.blas, tiles)), target)
             engine = llvm.create_mcjit_compiler(mod, target.machine())
             engine.finalize_object()
-            llvm.add_symbol(SYMBOL, engine.get_function_address(SYMBOL))
+            for name in [SYMBOL, *(GEMM_TILES.values() if target.blas else ())]:
+                llvm.add_symbol(name, engine.get_function_address(name))
             _engine = engine
 
 
-def _module(triple: str) -> ir.Module:
+def _module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
+    """The pool; with ``blas``, the tiled GEMMs too (split only when ``tiles``)."""
     m = ir.Module(name="yota_pool")
     m.triple = triple
     g = _Globals(m)
     helper = _helper(m, g)
-    _parallel(m, g, helper)
+    par = _parallel(m, g, helper)
+    if blas:
+        for dt in GEMM_TILES:
+            _gemm_tiles(m, dt, par if tiles else None)
     return m
 
 
@@ -152,7 +170,7 @@ class _FnPtr(ir.Value):
         return f"ptr {self.get_reference()}"
 
 
-def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> None:
+def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, I64]), SYMBOL)
     fn, ctx, nslots = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
@@ -209,3 +227,114 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> None:
     b.call(g.unlock, [g.mutex])
     b.call(g.unlock, [g.joblock])
     b.ret_void()
+    return f
+
+
+# -- tiled GEMMs ------------------------------------------------------------------------------
+# The context of a tiled GEMM, i64 words on the caller's stack: the next tile's start, the
+# extent being split, the tile size, the axis; then the CBLAS arguments (alpha and beta
+# stored as the element type).
+T_NEXT, T_DIM, T_STEP, T_AXIS, T_TA, T_TB, T_M, T_N, T_K, T_ALPHA, T_A, T_LDA, T_B, T_LDB, \
+    T_BETA, T_C, T_LDC = range(17)
+CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
+
+
+def _gemm_args(ft: ir.Type) -> list[ir.Type]:
+    return [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64]
+
+
+def _gemm_tiles(m: ir.Module, dtype: str, par: ir.Function | None) -> None:
+    """``yota_<s|d>gemm_tiles(cblas args..., axis, step, nslots)``."""
+    name, ft, size = _GEMMS[dtype]
+    gemm = _declare(m, name, VOID, _gemm_args(ft))
+    f = ir.Function(m, ir.FunctionType(VOID, _gemm_args(ft) + [I64, I64, I64]),
+                    GEMM_TILES[dtype])
+    args = list(f.args)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    whole = f.append_basic_block("whole")
+    split = f.append_basic_block("split")
+    axis, step, nslots = args[14:]
+    if par is None:
+        b.branch(whole)
+    else:
+        b.cbranch(b.icmp_signed(">", nslots, i64(1)), split, whole)
+    b.position_at_end(whole)
+    b.call(gemm, args[:14])
+    b.ret_void()
+    b.position_at_end(split)
+    if par is None:
+        b.unreachable()
+        return
+    ctx = b.alloca(I64, 17)
+    word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
+    dim = b.select(b.icmp_signed("==", axis, i64(0)), args[3], args[4])
+    for k, v in ((T_NEXT, i64(0)), (T_DIM, dim), (T_STEP, step), (T_AXIS, axis),
+                 (T_TA, b.sext(args[1], I64)), (T_TB, b.sext(args[2], I64)), (T_M, args[3]),
+                 (T_N, args[4]), (T_K, args[5]), (T_LDA, args[8]), (T_LDB, args[10]),
+                 (T_LDC, args[13])):
+        b.store(v, word(k))
+    for k, v in ((T_A, args[7]), (T_B, args[9]), (T_C, args[12])):
+        b.store(b.ptrtoint(v, I64), word(k))
+    b.store(_bits(b, args[6]), word(T_ALPHA))
+    b.store(_bits(b, args[11]), word(T_BETA))
+    b.call(par, [_tile_chunks(m, gemm, ft, size, dtype), ctx, nslots])
+    b.ret_void()
+
+
+def _bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """A float as an i64 word (its bits, zero-extended)."""
+    if x.type == F64:
+        return b.bitcast(x, I64)
+    return b.zext(b.bitcast(x, I32), I64)
+
+
+def _float(b: ir.IRBuilder, w: ir.Value, ft: ir.Type) -> ir.Value:
+    return b.bitcast(w, F64) if ft == F64 else b.bitcast(b.trunc(w, I32), F32)
+
+
+def _tile_chunks(m: ir.Module, gemm: ir.Function, ft: ir.Type, size: int,
+                 dtype: str) -> ir.Function:
+    """``chunks(ctx, slot)``: claim tiles until none is left, one GEMM call each."""
+    f = ir.Function(m, CHUNKS_TYPE, f"yota_gemm_tiles.{dtype}")
+    f.linkage = "internal"
+    ctx = f.args[0]
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
+    get = lambda k: b.load(word(k), typ=I64)  # noqa: E731
+    top = f.append_basic_block("claim")
+    body = f.append_basic_block("tile")
+    done = f.append_basic_block("done")
+    b.branch(top)
+    b.position_at_end(top)
+    step = get(T_STEP)
+    lo = b.atomic_rmw("add", word(T_NEXT), step, "monotonic")
+    dim = get(T_DIM)
+    b.cbranch(b.icmp_signed("<", lo, dim), body, done)
+    b.position_at_end(body)
+    rest = b.sub(dim, lo)
+    n = b.select(b.icmp_signed("<", rest, step), rest, step)
+    rows = b.icmp_signed("==", get(T_AXIS), i64(0))
+    ptr = lambda k: b.inttoptr(get(k), PTR)  # noqa: E731
+
+    def at(p: ir.Value, elems: ir.Value) -> ir.Value:
+        return b.gep(p, [b.mul(elems, i64(size))], source_etype=I8)
+
+    # rows of C: A's rows (A + lo*lda, or A + lo when A is stored transposed) and C's;
+    # columns of C: B's columns (B + lo, or B + lo*ldb when transposed) and C's.
+    notrans_a = b.icmp_signed("==", get(T_TA), i64(CBLAS_NO_TRANS))
+    notrans_b = b.icmp_signed("==", get(T_TB), i64(CBLAS_NO_TRANS))
+    a_off = b.select(notrans_a, b.mul(lo, get(T_LDA)), lo)
+    b_off = b.select(notrans_b, lo, b.mul(lo, get(T_LDB)))
+    pa = b.select(rows, at(ptr(T_A), a_off), ptr(T_A))
+    pb = b.select(rows, ptr(T_B), at(ptr(T_B), b_off))
+    pc = at(ptr(T_C), b.select(rows, b.mul(lo, get(T_LDC)), lo))
+    mm = b.select(rows, n, get(T_M))
+    nn = b.select(rows, get(T_N), n)
+    c32 = lambda k: b.trunc(get(k), I32)  # noqa: E731
+    b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR), c32(T_TA), c32(T_TB), mm, nn, get(T_K),
+                  _float(b, get(T_ALPHA), ft), pa, get(T_LDA), pb, get(T_LDB),
+                  _float(b, get(T_BETA), ft), pc, get(T_LDC)])
+    b.branch(top)
+    b.position_at_end(done)
+    b.ret_void()
+    return f

@@ -123,10 +123,15 @@ def mvec_has(symbol: str) -> bool:
 
 
 def _libraries() -> list[str]:
-    """NumPy's bundled OpenBLAS (the library its ``np.linalg`` already loaded)."""
+    """Yota's own single-threaded OpenBLAS (``blas.py``) when installed, then NumPy's
+    bundled OpenBLAS (the library its ``np.linalg`` already loaded)."""
+    from .blas import own_library
+
+    own = own_library()
     root = os.path.dirname(np.__file__)
-    return sorted(glob.glob(os.path.join(root, "..", "numpy.libs", "*openblas*.so*"))
-                  + glob.glob(os.path.join(root, ".libs", "*openblas*.so*")))
+    bundled = sorted(glob.glob(os.path.join(root, "..", "numpy.libs", "*openblas*.so*"))
+                     + glob.glob(os.path.join(root, ".libs", "*openblas*.so*")))
+    return ([own] if own else []) + bundled
 
 
 def _find(table: dict[str, tuple[str, ...]]) -> dict[str, int] | None:

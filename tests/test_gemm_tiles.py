@@ -1,0 +1,182 @@
+"""The llvm backend's tiled GEMMs (``backends/llvm/pool.py``'s ``yota_<s|d>gemm_tiles``):
+a product split into row or column tiles that the caller and Yota's helper threads claim
+one at a time must equal the unsplit product (one BLAS call) within the BLAS tolerance
+(``tests/precision.py``'s rule for ``matmul``), for every transposition, odd sizes,
+batched products, and products smaller than a tile; and compiled gradients that tile
+their GEMMs must stay right when many Python threads call them at once."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from yota.backends import llvm as native
+from yota.backends.llvm import pool
+from yota.backends.llvm.emit import GEMM_PAR_MACS, gemm_split
+from yota.backends.llvm.target import host
+from yota.ir import Builder, TensorType, run
+from yota.ir.autodiff import vjp
+from yota.ir.passes import optimize
+
+import yota
+
+pytestmark = pytest.mark.skipif(not host().blas, reason="no BLAS bound: GEMMs run as loops")
+
+DT = {"f32": np.float32, "f64": np.float64}
+
+
+def _product(m: int, k: int, n: int, ta: bool, tb: bool, dtype: str, batch: tuple[int, ...] = ()):
+    """``op(A) @ op(B)`` with A (or its transpose) and B (or its transpose) as inputs."""
+    b = Builder("prod")
+    sa = batch + ((k, m) if ta else (m, k))
+    sb = batch + ((n, k) if tb else (k, n))
+    x = b.input(TensorType(dtype, sa), "A")
+    y = b.input(TensorType(dtype, sb), "B")
+    nb = len(batch)
+    perm = tuple(range(nb)) + (nb + 1, nb)
+    if ta:
+        x = b.transpose(x, perm=perm)
+    if tb:
+        y = b.transpose(y, perm=perm)
+    return b.build([b.matmul(x, y)])
+
+
+def _close(got: np.ndarray, want: np.ndarray, a: np.ndarray, bm: np.ndarray, k: int) -> None:
+    """The matmul rule: two summation orders of k terms differ by at most
+    k * eps * (|A| @ |B|) elementwise."""
+    eps = np.finfo(got.dtype).eps
+    bound = k * eps * (np.abs(a) @ np.abs(bm)) + np.finfo(got.dtype).tiny
+    assert got.shape == want.shape
+    bad = np.abs(got.astype(np.float64) - want) > bound
+    assert not bad.any(), f"{bad.sum()} elements beyond the BLAS bound"
+
+
+SHAPES = [  # (m, k, n): split by rows, by columns, odd sizes, one row, below a tile
+    (257, 129, 131), (67, 301, 263), (1031, 97, 33), (33, 97, 1031), (129, 1024, 17),
+    (1, 2048, 1024), (1024, 2048, 1), (64, 64, 64), (5, 7, 3),
+]
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_tiled_product_equals_unsplit(m: int, k: int, n: int, ta: bool, tb: bool,
+                                      dtype: str) -> None:
+    fn = _product(m, k, n, ta, tb, dtype)
+    rng = np.random.default_rng(m * 7 + n)
+    A = rng.standard_normal((k, m) if ta else (m, k)).astype(DT[dtype])
+    B = rng.standard_normal((n, k) if tb else (k, n)).astype(DT[dtype])
+    a, bm = (A.T if ta else A), (B.T if tb else B)
+    one = native.compile(fn, threads=1)(A, B)[0]  # one BLAS call
+    tiled = native.compile(fn, threads=2)(A, B)[0]  # tiles when m*k*n is large enough
+    want = a.astype(np.float64) @ bm.astype(np.float64)
+    _close(one, want, a, bm, k)
+    _close(tiled, want, a, bm, k)
+    _close(tiled, one.astype(np.float64), a, bm, 2 * k)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_batched_tiled_product(dtype: str) -> None:
+    fn = _product(128, 64, 160, False, True, dtype, batch=(3,))
+    rng = np.random.default_rng(5)
+    A = rng.standard_normal((3, 128, 64)).astype(DT[dtype])
+    B = rng.standard_normal((3, 160, 64)).astype(DT[dtype])
+    got = native.compile(fn, threads=2)(A, B)[0]
+    bt = np.swapaxes(B, 1, 2)
+    _close(got, A.astype(np.float64) @ bt.astype(np.float64), A, bt, 64)
+
+
+def test_split_plan() -> None:
+    """Which products are tiled, how, and that tiles cover the split extent."""
+    assert gemm_split(64, 64, 64, 2) is None  # below GEMM_PAR_MACS: one call
+    assert gemm_split(1024, 1024, 1024, 1) is None  # one thread: one call
+    for m, k, n in [(257, 129, 131), (67, 301, 263), (1, 2048, 1024), (128, 784, 512)]:
+        plan = gemm_split(m, n, k, 2)
+        assert (plan is not None) == (m * n * k >= GEMM_PAR_MACS)
+        if plan:
+            axis, step = plan
+            dim = m if axis == 0 else n
+            assert 0 < step < dim and dim == max(m, n)
+
+
+def test_tiled_symbols_are_in_the_generated_code() -> None:
+    ir_text = native.llvm_ir(_product(256, 256, 256, False, False, "f32"), threads=2)
+    assert pool.GEMM_TILES["float32"] in ir_text
+    ir_one = native.llvm_ir(_product(256, 256, 256, False, False, "f32"), threads=1)
+    assert pool.GEMM_TILES["float32"] not in ir_one and "yota_sgemm" in ir_one
+
+
+def _mlp(batch: int, sizes: tuple[int, ...]):
+    b = Builder("mlp")
+    ws = [(b.input(TensorType("f32", (m, n)), f"W{i}"), b.input(TensorType("f32", (n,)), f"b{i}"))
+          for i, (m, n) in enumerate(zip(sizes, sizes[1:], strict=False))]
+    h = b.input(TensorType("f32", (batch, sizes[0])), "x")
+    for w, bias in ws:
+        h = b.tanh(b.emit("add", b.matmul(h, w), b.broadcast(bias, shape=(batch, w.shape[1]))))
+    return b.build([b.sum(b.mul(h, h), axes=(0, 1))])
+
+
+def test_tiled_gradient_from_many_threads() -> None:
+    """Eight Python threads call one compiled gradient whose GEMMs are tiled (the pool
+    serves one job at a time; the others run their tiles alone): every result right."""
+    fn = _mlp(96, (160, 128, 64))
+    g = optimize(vjp(fn, list(range(len(fn.inputs)))))
+    exe = native.compile(g, threads=2)
+    assert "gemm_tiles" in native.llvm_ir(g, threads=2)
+    rng = np.random.default_rng(11)
+    inputs = [[(rng.standard_normal(v.shape) * 0.2).astype(v.dtype) for v in g.inputs]
+              for _ in range(8)]
+    want = [run(g, *a) for a in inputs]
+    errors: list[str] = []
+
+    def work(t: int) -> None:
+        for _ in range(10):
+            got = exe(*inputs[t])
+            for x, y in zip(got, want[t], strict=True):
+                if not np.allclose(x, y, rtol=2e-4, atol=2e-4):
+                    errors.append(f"thread {t}: max error {np.max(np.abs(x - y))}")
+                    return
+
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_front_end_gradient_with_tiles_matches_interpreter() -> None:
+    rng = np.random.default_rng(4)
+    W = rng.standard_normal((256, 192)).astype(np.float32) * 0.1
+    X = rng.standard_normal((128, 256)).astype(np.float32)
+
+    def loss(W: np.ndarray, X: np.ndarray) -> float:
+        return np.sum(np.tanh(X @ W) ** 2)
+
+    v1, g1 = yota.grad(loss, W, X, backend="llvm")
+    v2, g2 = yota.grad(loss, W, X, backend="interp")
+    assert np.isclose(v1, v2, rtol=1e-4)
+    for a, b in zip(g1, g2, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
+
+
+def test_own_blas_instance_is_separate_and_single_threaded() -> None:
+    """With the scipy-openblas64 wheel installed, the yota_* names are bound to that
+    separate instance (one thread), and NumPy's own OpenBLAS keeps its thread count."""
+    import ctypes
+
+    from yota.backends.llvm import blas, target
+
+    if blas.own_library() is None:
+        pytest.skip("scipy-openblas64 not installed: GEMMs go to NumPy's OpenBLAS unsplit")
+    assert target._libraries()[0] == blas.own_library()
+    own = ctypes.CDLL(blas.own_library())
+    assert own.scipy_openblas_get_num_threads64_() == 1
+    bundled = [p for p in target._libraries()[1:] if "numpy" in p]
+    if bundled:
+        numpy_blas = ctypes.CDLL(bundled[0])
+        before = numpy_blas.scipy_openblas_get_num_threads64_()
+        native.compile(_product(300, 300, 300, False, False, "f64"), threads=2)(
+            np.ones((300, 300)), np.ones((300, 300)))
+        assert numpy_blas.scipy_openblas_get_num_threads64_() == before
