@@ -5,6 +5,7 @@ object code by the llvm backend's JIT, and its executable class for the calling 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -134,11 +135,49 @@ def _gemm(module: lir.Module, name: str, dt: np.dtype, batch: int, m: int, n: in
     b.ret_void()
 
 
+_LIBM = re.compile(r"^declare (double|float) @(\w+)\(((?:double|float)(?:, (?:double|float))*)\)"
+                   r"(.*)$", re.M)
+MVEC_LANES = {"e": 16, "d": 8, "b": 4}  # float32 lanes per ISA (float64: half)
+
+
+def vector_variants(ll: str, target: Any) -> str:
+    """Tell LLVM's loop vectorizer where glibc's libmvec has vector versions of the libm
+    functions the module calls (``vector-function-abi-variant``, as clang's
+    ``-fveclib=libmvec`` does), so loops over ``tanh``/``exp``... are vectorized with
+    the same vector math as the llvm backend's kernels."""
+    from ..llvm.target import mvec_has
+
+    decls, used = [], []
+
+    def one(m: re.Match[str]) -> str:
+        ty, name, params, rest = m.group(1), m.group(2), m.group(3), m.group(4)
+        arity = params.count(",") + 1
+        variants = []
+        for isa in target.mvec_isas:
+            lanes = MVEC_LANES[isa] // (1 if ty == "float" else 2)
+            sym = f"_ZGV{isa}N{lanes}{'v' * arity}_{name}"
+            if mvec_has(sym):
+                vt = f"<{lanes} x {ty}>"
+                variants.append(f"_ZGV_LLVM_N{lanes}{'v' * arity}_{name}({sym})")
+                decls.append(f"declare {vt} @{sym}({', '.join([vt] * arity)})")
+                used.append(f"ptr @{sym}")
+        if not variants:
+            return m.group(0)
+        return (f"declare {ty} @{name}({params}){rest} "
+                f"\"vector-function-abi-variant\"=\"{','.join(variants)}\"")
+    out = _LIBM.sub(one, ll)
+    if used and "@llvm.compiler.used" not in out:
+        out += "\n" + "\n".join(decls) + (
+            f"\n@llvm.compiler.used = appending global [{len(used)} x ptr] "
+            f"[{', '.join(used)}], section \"llvm.metadata\"\n")
+    return out
+
+
 def build(fn: Function, target_key: dict[str, Any], opt_level: int) -> MLIRExecutable:
     target = host()
     text, ctx = executable(fn, blas=target.blas)
     failures = ctx.failures
-    ll = str(llvm_module(fn, text, ctx.gemms))
+    ll = vector_variants(str(llvm_module(fn, text, ctx.gemms)), target)
     mod = optimize(ll, target, opt_level)
     obj = emit_object(mod, target)
     meta = {
