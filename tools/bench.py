@@ -165,6 +165,35 @@ def loss_w8(xp: Any) -> Callable[..., Any]:
     return loss
 
 
+GELU_C = math.sqrt(2 / math.pi)  # the tanh form of GELU: 0.5 z (1 + tanh(c (z + a z^3)))
+GELU_A = 0.044715
+LN_EPS = 1e-5
+
+
+def loss_w9(xp: Any) -> Callable[..., Any]:
+    """A transformer-style block: LayerNorm over the features, x @ W + b, GELU (tanh form,
+    with z**3), summed."""
+    def loss(W: Any, b: Any, gamma: Any, beta: Any, x: Any) -> Any:
+        n = x.shape[-1]
+        xc = x - xp.sum(x, axis=-1, keepdims=True) / n
+        var = xp.sum(xc * xc, axis=-1, keepdims=True) / n
+        y = xc * (var + LN_EPS) ** -0.5 * gamma + beta
+        z = y @ W + b
+        return xp.sum(0.5 * z * (1 + xp.tanh(GELU_C * (z + GELU_A * z**3))))
+    return loss
+
+
+def loss_w10(xp: Any) -> Callable[..., Any]:
+    """Batched attention: softmax(q k^T / sqrt(d)) over the last axis, times v, per head;
+    the loss is the sum of squares of the output."""
+    def loss(q: Any, k: Any, v: Any) -> Any:
+        s = q @ xp.transpose(k, (0, 2, 1)) * (1 / math.sqrt(q.shape[-1]))
+        e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
+        o = (e / xp.sum(e, axis=-1, keepdims=True)) @ v
+        return xp.sum(o * o)
+    return loss
+
+
 # -- the hand-written NumPy gradients (the no-AD baseline) --------------------------------
 
 
@@ -301,6 +330,38 @@ def hand_w5(X: np.ndarray, b: np.ndarray) -> Result:
     return val, {"X": P, "b": P.sum(axis=0)}
 
 
+def hand_w9(W: np.ndarray, b: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+            x: np.ndarray) -> Result:
+    n = x.shape[-1]
+    xc = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + LN_EPS)
+    xhat = xc * rstd
+    y = xhat * gamma + beta
+    z = y @ W + b
+    t = np.tanh(GELU_C * (z + GELU_A * z * z * z))
+    val = float(np.sum(0.5 * z * (1 + t)))
+    dz = 0.5 * (1 + t) + 0.5 * z * (1 - t * t) * GELU_C * (1 + 3 * GELU_A * z * z)
+    dy = dz @ W.T
+    dxhat = dy * gamma
+    dx = rstd * (dxhat - dxhat.sum(axis=-1, keepdims=True) / n
+                 - xhat * (dxhat * xhat).sum(axis=-1, keepdims=True) / n)
+    return val, {"W": y.T @ dz, "b": dz.sum(axis=0), "gamma": (dy * xhat).sum(axis=0),
+                 "beta": dy.sum(axis=0), "x": dx}
+
+
+def hand_w10(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> Result:
+    scale = 1 / math.sqrt(q.shape[-1])
+    s = q @ k.transpose(0, 2, 1) * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    o = p @ v
+    do = 2 * o
+    dp = do @ v.transpose(0, 2, 1)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
+    return float(np.sum(o * o)), {"q": ds @ k, "k": ds.transpose(0, 2, 1) @ q,
+                                  "v": p.transpose(0, 2, 1) @ do}
+
+
 # -- workloads ---------------------------------------------------------------------------
 
 
@@ -428,15 +489,38 @@ def w8(n: int, d: int) -> Workload:
                     ("ell", "variance", "noise", "X"), ("y",))
 
 
+def w9(batch: int, feat: int) -> Workload:
+    f32 = np.float32
+
+    def make(r: np.random.Generator) -> dict[str, np.ndarray]:
+        return {"W": _normal(r, (feat, feat), f32, feat ** -0.5), "b": _normal(r, feat, f32, 0.1),
+                "gamma": (1 + 0.1 * r.standard_normal(feat)).astype(f32),
+                "beta": _normal(r, feat, f32, 0.1), "x": _normal(r, (batch, feat), f32)}
+    desc = f"LayerNorm -> x @ W ({feat}x{feat}) + b -> GELU (tanh, z**3), batch {batch}, f32"
+    return Workload("W9", desc, f32, loss_w9, hand_w9, make, ("W", "b", "gamma", "beta", "x"),
+                    flops=3 * 2 * batch * feat * feat)
+
+
+def w10(heads: int, seq: int, d: int) -> Workload:
+    f32 = np.float32
+
+    def make(r: np.random.Generator) -> dict[str, np.ndarray]:
+        return {n: _normal(r, (heads, seq, d), f32) for n in "qkv"}
+    desc = f"attention, {heads} heads, {seq}x{d}, softmax over the last axis, sum(o**2), f32"
+    return Workload("W10", desc, f32, loss_w10, hand_w10, make, ("q", "k", "v"),
+                    flops=6 * 2 * heads * seq * seq * d)
+
+
 def workloads(quick: bool) -> list[Workload]:
     if quick:
         return [w1(np.float64), w1(np.float32), w2(1000, "1e3"), w2(10_000, "1e4"),
                 w3([20, 16, 8, 4], 6), w4(np.float64, 3, 8, 4, 5), w4(np.float32, 3, 8, 4, 5),
-                w5(64, 32), w6(2, 3, 4, 6), w7(np.float64, 3, 8, 4, 5), w8(24, 2)]
+                w5(64, 32), w6(2, 3, 4, 6), w7(np.float64, 3, 8, 4, 5), w8(24, 2), w9(6, 16),
+                w10(2, 8, 4)]
     return [w1(np.float64), w1(np.float32), w2(10**6, "1e6"), w2(10**7, "1e7"),
             w3([784, 512, 256, 10], 128), w4(np.float64, 20, 256, 32, 256),
             w4(np.float32, 20, 256, 32, 256), w5(4096, 1024), w6(32, 3, 16, 32),
-            w7(np.float64, 20, 256, 32, 256), w8(512, 2)]
+            w7(np.float64, 20, 256, 32, 256), w8(512, 2), w9(256, 512), w10(8, 128, 64)]
 
 
 # -- systems -----------------------------------------------------------------------------
