@@ -366,11 +366,11 @@ def test_entries_and_info(cache_dir):
 
 def test_docstring_examples(cache_dir):
     import doctest
-    import sys
+    import importlib
 
     for name in ("yota.cache", "yota.cache.explanation", "yota.cache.store",
                  "yota.pipeline", "yota.aot"):  # yota.aot the attribute is the function
-        assert doctest.testmod(sys.modules[name]).failed == 0, name
+        assert doctest.testmod(importlib.import_module(name)).failed == 0, name
 
 
 def test_a_key_that_cannot_be_computed_compiles_without_cache(cache_dir, monkeypatch):

@@ -4,7 +4,22 @@
 >>> val, g = yota.grad(lambda x: np.sum(x * x), np.arange(3.0))
 >>> g[0]
 array([0., 2., 4.])
+
+Importing Yota loads what ``yota.grad`` needs (the tracer, the IR, the on-disk cache);
+the rest of the API is imported on first use (module ``__getattr__``): the native
+backends and llvmlite when a program is first compiled or loaded, CuPy for CuPy arrays,
+mpi4py for ``comm=``, and ``aot``, ``autograd``, ``compile``, ``distributed``,
+``explain``, ``graph``, ``simplegrad``, ``to_device``... when first read.
+``dir(yota)`` and ``from yota import X`` see every name either way.
 """
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import types
+from typing import Any
 
 from yota.ir.errors import (
     GuardFailed,
@@ -16,29 +31,70 @@ from yota.ir.errors import (
     YotaError,
 )
 
-# yota.cache: the on-disk cache of compiled programs; yota.distributed: data-parallel
-# gradients over MPI (mpi4py is imported on first use); yota.autograd: AutoGrad.jl's
-# interface (Param, diff, grad, params...)
-from . import autograd, cache, distributed
-from .aot import aot  # ahead-of-time compilation
-from .compile import CompiledFunction, compile, play
-from .device import to_device
-from .explain import explain  # why a compiled gradient hits or misses the on-disk cache
 from .grad import GradientResult, grad, stats
-from .graphview import Graph, graph  # IR graphs, with values and gradients
-from .lowering import to_ir
 from .pipeline import trace  # traces through when called inside a trace
 from .primitives import primitive
 from .profile import Profile, profile  # per-step timing of compiled programs
-from .profile import from_env as _profile_from_env
-from .rules import check_rule, diffrule, nodiff
-from .simplegrad import simplegrad
 from .tape import Tape
-from .update import update_
 
 __version__ = "0.1.0"
 
-_profile_from_env()  # YOTA_PROFILE=1: profile the whole process, print the table at exit
+# name -> (module, attribute; None: the module itself), imported on first access
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "cache": ("yota.cache", None),  # the on-disk cache of compiled programs
+    "distributed": ("yota.distributed", None),  # data-parallel gradients over MPI
+    "autograd": ("yota.autograd", None),  # AutoGrad.jl's interface (Param, diff, grad...)
+    "aot": ("yota.aot", "aot"),  # ahead-of-time compilation
+    "CompiledFunction": ("yota.compile", "CompiledFunction"),
+    "compile": ("yota.compile", "compile"),
+    "play": ("yota.compile", "play"),
+    "to_device": ("yota.device", "to_device"),
+    "explain": ("yota.explain", "explain"),  # why a gradient hits or misses the cache
+    "Graph": ("yota.graphview", "Graph"),  # IR graphs, with values and gradients
+    "graph": ("yota.graphview", "graph"),
+    "to_ir": ("yota.lowering", "to_ir"),
+    "check_rule": ("yota.rules", "check_rule"),
+    "diffrule": ("yota.rules", "diffrule"),
+    "nodiff": ("yota.rules", "nodiff"),
+    "simplegrad": ("yota.simplegrad", "simplegrad"),
+    "update_": ("yota.update", "update_"),
+}
+# submodules named like the function they define: the package attribute is the function
+_SHADOWED = {name for name, (mod, attr) in _LAZY.items() if mod == f"yota.{name}" and attr}
+
+
+def __getattr__(name: str) -> Any:
+    spec = _LAZY.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'yota' has no attribute {name!r}")
+    mod = importlib.import_module(spec[0])
+    value = mod if spec[1] is None else getattr(mod, spec[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+class _Package(types.ModuleType):
+    """The ``yota`` module: importing a submodule named like a public function
+    (``yota.compile``, ``yota.profile``...) binds the function, not the submodule, as
+    ``from yota.compile import compile`` in an eager ``__init__`` would."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType) \
+                and value.__name__ == f"yota.{name}":
+            value = getattr(value, _LAZY[name][1])  # type: ignore[arg-type]
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+if os.environ.get("YOTA_PROFILE", "").strip():
+    from .profile import from_env as _profile_from_env
+
+    _profile_from_env()  # YOTA_PROFILE=1: profile the whole process, print the table at exit
 
 __all__ = [
     "GuardFailed", "LinAlgError", "MissingRuleError", "SignatureError", "TraceError", "UnsupportedError",

@@ -153,6 +153,13 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     >>> float(val), g[0], g[1]
     (9.0, array([3., 3.]), 3.0)
     """
+    default = not dynamic and backend is None and optimize and not has_aux and comm is None
+    if default and Program.run is _PLAIN_RUN:  # (yota.profile replaces Program.run)
+        fast = _fast.get(id(f))
+        if fast is not None and fast[0]() is f and tracing.current_context() is None:
+            done = fast[1](args)  # the latest program, if the arguments fit it
+            if done is not None:
+                return done  # type: ignore[no-any-return]
     check_callable(f, "grad")
     if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
         from . import distributed
@@ -160,8 +167,95 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
         return distributed.step(comm, lambda: grad(
             f, *args, dynamic=dynamic, backend=backend, optimize=optimize, cache=cache,
             has_aux=has_aux), args)
-    value, grads, _ = run_grad(f, args, Options(dynamic, backend, optimize, cache, has_aux))
+    value, grads, program = run_grad(f, args, Options(dynamic, backend, optimize, cache,
+                                                       has_aux))
+    if default and program is not None:
+        _remember_fast(f, program, args)
     return value, grads
+
+
+# -- the fast path of a repeated call -------------------------------------------------------
+# id(f) -> (weak reference to f, fast(args)): the latest program ``yota.grad(f, ...)`` ran
+# with the default options, as a function generated for its signature that checks the
+# arguments and returns ``(value, grads)``, or None when they do not fit (then the general
+# path runs: signature lookup, variants, guards, retracing).
+_fast: dict[int, tuple[weakref.ref[Any], Callable[[tuple[Any, ...]], Any]]] = {}
+_PLAIN_RUN = Program.run
+
+
+def _remember_fast(f: Any, program: Program, args: Sequence[Any]) -> None:
+    if isinstance(f, types.MethodType):  # a new object at each obj.method: never found
+        return
+    known = _fast.get(id(f))
+    if known is not None and known[0]() is f and getattr(known[1], "program", None) is program:
+        return
+    fast = program.fast
+    if fast is None:
+        fast = program.fast = _make_fast(program, args) or False
+    if fast is False:
+        return
+    try:
+        ref = weakref.ref(f, _forget(id(f)))
+    except TypeError:  # not weakly referenceable: no fast path
+        return
+    _fast[id(f)] = (ref, fast)
+
+
+def _forget(key: int) -> Callable[[Any], None]:
+    return lambda _: _fast.pop(key, None)  # type: ignore[func-returns-value]
+
+
+def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | None:
+    """The fast path of ``program`` for arguments like ``args``: every argument an array
+    or a hashable constant (int, bool, str, None), and a program without captured
+    arrays, constants from user code or random numbers (those need the general path's
+    checks). None when it does not apply."""
+    tape = program.tape
+    if program.consts or program.captured or tape.bound_consts or tape.randoms \
+            or tape.has_aux or program.unpack_plan is None:
+        return None
+    plan: _UnpackPlan = program.unpack_plan
+    names = [f"a{i}" for i in range(len(args))]
+    ns: dict[str, Any] = {"ndarray": np.ndarray, "stats": stats, "Result": GradientResult,
+                          "program": program, "argnames": tape.argnames,
+                          "GuardFailed": GuardFailed, "run": getattr(program.exe, "_stub",
+                                                                     program.exe)}
+    checks, leaves = [], []
+    for i, a in enumerate(args):
+        if type(a) is np.ndarray:
+            ns[f"d{i}"], ns[f"s{i}"] = a.dtype, a.shape
+            checks.append(f"type(a{i}) is ndarray and a{i}.dtype is d{i} and a{i}.shape == s{i}")
+            leaves.append(f"a{i}")
+        elif a is None or type(a) in (int, bool, str):
+            ns[f"t{i}"], ns[f"v{i}"] = type(a), a
+            checks.append(f"a{i} is None" if a is None else f"type(a{i}) is t{i} and a{i} == v{i}")
+        else:
+            return None
+    grads = ["None"] * len(args)
+    for argnum, path, j, as_float in plan.leaves:
+        if path is not None:
+            return None
+        scalar = not as_float and np.ndim(args[argnum]) == 0  # a NumPy scalar, as _scalar
+        grads[argnum] = f"float(outs[{j}])" if as_float else \
+            f"outs[{j}][()]" if scalar else f"outs[{j}]"
+    value = "float(outs[0])" if plan.value_is_float else "outs[0][()]"
+    lines = [
+        "def fast(args):",
+        f"    if len(args) == {len(args)}:",
+        f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names else "",
+        f"        if {' and '.join(checks) or 'True'}:",
+        "            try:",
+        f"                outs = run({', '.join(leaves)})",
+        "            except GuardFailed:",
+        "                return None",
+        "            stats.hits += 1",
+        f"            return {value}, Result([{', '.join(grads)}], program, argnames)",
+        "    return None",
+    ]
+    exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
+    fast = ns["fast"]
+    fast.program = program
+    return fast  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,9 @@ Public API
 ``shared_object(fn, symbol) -> Artifact``
     Object code for linking into a shared library (``gcc -shared``): position-independent,
     kernels not split over threads, the entry point exported as ``symbol``.
+``set_object_cache(path)``
+    Keep the object code of the runtime modules every process needs (the helper-thread
+    pool) in ``path``, keyed by their LLVM IR and the target (the on-disk cache sets it).
 ``stats``
     Counters of this process: ``stats["compiles"]`` LLVM compilations of programs,
     ``stats["loads"]`` object files loaded without compiling.
@@ -62,7 +65,7 @@ from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
 from ..failures import IndexOutOfRange
-from .jit import emit_object, load_object, optimize
+from .jit import emit_object, load_object, optimize, set_object_cache
 from .lower import PAR_WORK, Options
 from .module import ENTRY, ENTRY_OBJ, lower_module
 from .pool import ensure_pool
@@ -71,7 +74,7 @@ from .target import host
 
 __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "options_key",
            "shared_object", "stats", "LLVMExecutable", "ProfiledExecutable", "Artifact",
-           "IndexOutOfRange"]
+           "IndexOutOfRange", "set_object_cache"]
 
 stats = {"compiles": 0, "loads": 0}
 

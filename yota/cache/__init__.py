@@ -51,6 +51,8 @@ checked reads, eviction), ``lookup`` (compiling through the cache), ``explanatio
 
 from __future__ import annotations
 
+from typing import Any
+
 from . import traced
 from .config import (
     DEFAULT_MAX_BYTES,
@@ -62,7 +64,6 @@ from .config import (
     max_bytes,
     stats,
 )
-from .explanation import Explanation, explain_key, iter_parts
 from .key import (
     FORMAT,
     KEY_PARTS,
@@ -91,6 +92,19 @@ from .store import (
     info,
     verify,
 )
+
+_EXPLANATION = ("Explanation", "explain_key", "iter_parts")
+
+
+def __getattr__(name: str) -> Any:
+    """``Explanation``, ``explain_key`` and ``iter_parts`` (``explanation``, which
+    imports difflib) are imported on first use."""
+    if name in _EXPLANATION:
+        from . import explanation
+
+        return getattr(explanation, name)
+    raise AttributeError(f"module 'yota.cache' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_MAX_BYTES", "FILES", "FORMAT", "KEY_PARTS", "TRACED_KEY_PARTS", "TMP_MAX_AGE",

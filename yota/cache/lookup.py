@@ -32,7 +32,16 @@ def compile_cached_key(fn: Function, backend: str | None, *, kind: str,
     cache = default_cache() if key is not None else None
     if cache is None or not cache.usable():
         return mod.compile(fn), None
+    runtime_objects(cache, mod)
     return lookup_or_compile(cache, key, fn, backend), key  # type: ignore[arg-type]
+
+
+def runtime_objects(cache: DiskCache, mod: Any) -> None:
+    """Let the backend keep its runtime modules' object code in ``objects/`` of the cache
+    (the llvm backend's helper-thread pool: compiled once, not at every start)."""
+    hook = getattr(mod, "set_object_cache", None)
+    if callable(hook):
+        hook(cache.root / "objects")
 
 
 def _key(make: Callable[[], Key | None], name: str) -> Key | None:
@@ -58,6 +67,7 @@ def compile_traced(traced: Function, build: Callable[[], Function], backend: str
         if use_cache and enabled() else None
     cache = default_cache() if tkey is not None else None
     if cache is not None and tkey is not None and cache.usable():
+        runtime_objects(cache, get_backend(backend))
         found = _load_traced(cache, tkey, get_backend(backend))
         if found is not None:
             return found

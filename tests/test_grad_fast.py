@@ -1,0 +1,142 @@
+"""yota.grad's fast path for a repeated call (yota.grad._fast): the same results as the
+general path, and every case it cannot answer (new shapes, dtypes or constants, failed
+guards, calls inside a trace, structures, floats) goes to the general path."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+
+import numpy as np
+import pytest
+
+import yota
+
+grad_mod = importlib.import_module("yota.grad")
+
+
+def fresh_fn():
+    def f(x, w):
+        return np.sum(np.tanh(x * w))
+    return f
+
+
+def general(f, *args):
+    """The result of the general path: a new function object with f's code."""
+    g = type(f)(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+    return yota.grad(g, *args)
+
+
+def same(a, b):
+    (va, ga), (vb, gb) = a, b
+    assert type(va) is type(vb) and np.array_equal(va, vb)
+    assert len(ga) == len(gb)
+    for x, y in zip(ga, gb, strict=True):
+        assert type(x) is type(y)
+        if isinstance(x, dict):
+            assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
+        else:
+            assert x is None and y is None or np.array_equal(x, y)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "interp"])
+def test_repeated_calls_match_the_general_path(backend):
+    f = fresh_fn()
+    x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
+    if backend == "interp":
+        yota.grad(f, x, w, backend="interp")
+        assert id(f) not in grad_mod._fast  # only yota.grad's default options
+        return
+    first = yota.grad(f, x, w)
+    assert id(f) in grad_mod._fast
+    hits = yota.stats.hits
+    second = yota.grad(f, x * 2, w)
+    assert yota.stats.hits == hits + 1
+    same(second, general(f, x * 2, w))
+    same(first, general(f, x, w))
+
+
+def test_other_shapes_dtypes_and_layouts_take_the_general_path():
+    f = fresh_fn()
+    x = np.linspace(-1.0, 1.0, 6)
+    yota.grad(f, x, x)
+    traces = yota.stats.traces
+    same(yota.grad(f, x[:4], x[:4]), general(f, x[:4], x[:4]))  # new shape: traced
+    assert yota.stats.traces == traces + 2  # (and the general() call)
+    x32 = x.astype(np.float32)
+    same(yota.grad(f, x32, x32), general(f, x32, x32))
+    strided = np.linspace(-1.0, 1.0, 12)[::2]  # same signature, not contiguous
+    same(yota.grad(f, strided, x), general(f, strided, x))
+    same(yota.grad(f, x.reshape(2, 3)[0], x[:3]), general(f, x[:3], x[:3]))
+
+
+def test_constants_scalars_and_floats():
+    def g(x, n, s):
+        return np.sum(x ** n) * (2.0 if s == "twice" else 1.0)
+
+    x = np.linspace(0.1, 1.0, 4)
+    for n, s in [(2, "twice"), (2, "twice"), (3, "twice"), (2, "once"), (True, "once")]:
+        same(yota.grad(g, x, n, s), general(g, x, n, s))
+    h = lambda x, a: np.sum(x * a)  # noqa: E731
+    for _ in range(2):
+        same(yota.grad(h, x, 2.0), general(h, x, 2.0))  # a float argument: general path
+    z = lambda x: x * x  # noqa: E731
+    for _ in range(2):
+        same(yota.grad(z, np.array(3.0)), general(z, np.array(3.0)))  # 0-d: NumPy scalars
+
+
+def test_a_failed_guard_retraces():
+    def g(x):
+        return np.sum(x * x) * (2.0 if float(np.mean(x)) > 0 else 3.0)
+
+    x = np.linspace(0.1, 1.0, 5)
+    yota.grad(g, x)
+    yota.grad(g, x)
+    val, grads = yota.grad(g, -x)
+    assert float(val) == pytest.approx(3.0 * np.sum(x * x))
+    assert np.allclose(grads[0], -6.0 * x)
+    val, _ = yota.grad(g, x)
+    assert float(val) == pytest.approx(2.0 * np.sum(x * x))
+
+
+def test_inside_a_trace_the_call_traces_through():
+    def inner(w, x):
+        return np.sum(np.sin(w * x))
+
+    x, w = np.linspace(0.0, 1.0, 4), np.linspace(1.0, 2.0, 4)
+    yota.grad(inner, w, x)
+    yota.grad(inner, w, x)  # fast path known for inner
+
+    def outer(w):
+        _, g = yota.grad(inner, w, x)
+        return np.sum(g[0] ** 2)
+
+    val, g = yota.grad(outer, w)
+    want = np.sum((x * np.cos(w * x)) ** 2)
+    assert float(val) == pytest.approx(want)
+    assert np.allclose(g[0], 2 * x * np.cos(w * x) * -x * x * np.sin(w * x))
+
+
+def test_captured_arrays_and_structures_keep_the_general_checks():
+    c = np.ones(3)
+    f = lambda x: np.sum(x * c)  # noqa: E731
+    x = np.arange(3.0)
+    yota.grad(f, x)
+    assert float(yota.grad(f, x)[0]) == 3.0
+    c[:] = 2.0  # a captured array changed: the general path notices
+    assert float(yota.grad(f, x)[0]) == 6.0
+    s = lambda p: np.sum(p["a"] * p["b"])  # noqa: E731
+    p = {"a": x, "b": x + 1}
+    for _ in range(2):
+        same(yota.grad(s, p), general(s, p))
+
+
+def test_a_dead_function_leaves_no_entry():
+    f = fresh_fn()
+    x = np.ones(3)
+    yota.grad(f, x, x)
+    key = id(f)
+    assert key in grad_mod._fast
+    del f
+    gc.collect()
+    assert key not in grad_mod._fast

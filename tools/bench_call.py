@@ -1,0 +1,85 @@
+"""Per-call overhead of ``yota.grad`` on a cache-hot path (the program is compiled, the
+arguments have the signature it was compiled for), and how it grows with the number of
+argument leaves and of gradient outputs.
+
+    python tools/bench_call.py [--reps N] [--rounds R]
+
+W1 is ``tools/bench.py``'s tiny workload (sum(logistic(x)), x of 5 f64). The leaf rows
+differentiate ``sum(x0 + x1 + ... + x{k-1})`` over k arrays of 5 f64 (k leaves, k gradient
+outputs); the structure rows pass the same k arrays as one tuple; the int rows add k
+integer arguments (constants of the program). Each number is the median over R rounds of
+the mean over N calls, in microseconds, by the wall clock and by the process's CPU time
+(less disturbed by other processes on a loaded machine); rounds of different rows are
+interleaved.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import yota
+
+
+def _w1(x):
+    return np.sum(1 / (1 + np.exp(-x)))
+
+
+def _sum_k(*xs):
+    s = xs[0]
+    for x in xs[1:]:
+        s = s + x
+    return np.sum(s)
+
+
+def _sum_tuple(xs):
+    return _sum_k(*xs)
+
+
+def _sum_ints(x, *ks):
+    return np.sum(x) + 0.0 * len(ks)
+
+
+def cases() -> dict[str, tuple]:
+    x = np.linspace(-1.0, 1.0, 5)
+    out = {"W1 (1 leaf, 1 grad)": (_w1, (x,))}
+    for k in (1, 2, 4, 8, 16):
+        xs = tuple(x + i for i in range(k))
+        out[f"{k} leaves, {k} grads"] = (_sum_k, xs)
+    for k in (4, 16):
+        xs = tuple(x + i for i in range(k))
+        out[f"tuple of {k} leaves, {k} grads"] = (_sum_tuple, (xs,))
+    for k in (4, 16):
+        out[f"1 grad + {k} int leaves"] = (_sum_ints, (x, *range(k)))
+    return out
+
+
+def main() -> None:
+    reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 2000
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 15
+    cs = cases()
+    for f, args in cs.values():
+        for _ in range(200):
+            yota.grad(f, *args)
+    wall: dict[str, list[float]] = {k: [] for k in cs}
+    cpu: dict[str, list[float]] = {k: [] for k in cs}
+    grad = yota.grad
+    T, C = time.perf_counter, time.process_time
+    for _ in range(rounds):
+        for name, (f, args) in cs.items():
+            t, c = T(), C()
+            for _ in range(reps):
+                grad(f, *args)
+            wall[name].append((T() - t) / reps)
+            cpu[name].append((C() - c) / reps)
+    print(f"{'per yota.grad call (median)':<32} {'wall':>9} {'cpu':>9}")
+    for name in cs:
+        print(f"{name:<32} {statistics.median(wall[name]) * 1e6:6.2f} us "
+              f"{statistics.median(cpu[name]) * 1e6:6.2f} us")
+
+
+if __name__ == "__main__":
+    main()
