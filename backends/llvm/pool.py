@@ -32,7 +32,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .blas import single_threaded
-from .jit import optimize
+from .jit import cached_object, load_object
 from .target import host
 from .types import F32, F64, I8, I32, I64, PTR, VOID, i64
 
@@ -55,12 +55,13 @@ def ensure_pool() -> None:
         if _engine is None:
             target = host()
             tiles = target.blas and target.threads > 1 and single_threaded()
-            mod = optimize(str(_module(target.triple, target.blas, tiles)), target)
-            engine = llvm.create_mcjit_compiler(mod, target.machine())
-            engine.finalize_object()
-            for name in [SYMBOL, *(GEMM_TILES.values() if target.blas else ())]:
-                llvm.add_symbol(name, engine.get_function_address(name))
-            _engine = engine
+            names = [SYMBOL, *(GEMM_TILES.values() if target.blas else ())]
+            # compiled once, then loaded from the object cache (jit.cached_object)
+            obj = cached_object(str(_module(target.triple, target.blas, tiles)), target)
+            loaded = load_object(obj, target, names)
+            for name in names:
+                llvm.add_symbol(name, loaded.addresses[name])
+            _engine = loaded.engine
 
 
 def _module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
