@@ -234,12 +234,18 @@ def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
     and the native compilation."""
     fn = lower(tape) if fn is None else fn
     stats.compiles += 1
-    derivation = {"differentiate": "vjp", "wrt": None if tape.wrt is None else list(tape.wrt),
-                  "has_aux": tape.has_aux, "passes": _pipeline_names() if optimized else []}
     exe, built, facts = compile_traced(
         fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
-        signature=tape_signature(tape), derivation=derivation, use_cache=cache)
+        signature=tape_signature(tape), derivation=grad_derivation(tape, optimized),
+        use_cache=cache)
     return Program.build(tape, built, exe, facts)
+
+
+def grad_derivation(tape: Tape, optimized: bool = True) -> dict[str, Any]:
+    """How ``build_grad`` turns the traced program into the one that runs (a part of the
+    cache's traced key): what it differentiates, and the passes."""
+    return {"differentiate": "vjp", "wrt": None if tape.wrt is None else list(tape.wrt),
+            "has_aux": tape.has_aux, "passes": _pipeline_names() if optimized else []}
 
 
 def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Program:

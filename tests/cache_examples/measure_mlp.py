@@ -1,10 +1,16 @@
 """Time the first gradient of the MLP (784-512-256-10, batch 128, f32) in new processes:
 without the cache (a cold compile), with an empty cache (compile and store), and with a
-warm cache (a hit: trace, differentiate, optimize, load), phase by phase.
+warm cache (a hit: trace, the traced key, load), phase by phase, then end to end.
 
-    python tests/cache_examples/measure_mlp.py [--runs N]
+    python tests/cache_examples/measure_mlp.py [--runs N] [--compare OTHER_PYTHON]
 
-Each number is the median over N fresh processes (default 5).
+Each number is the median over N fresh processes (default 7). Measure with ``.pyc`` files
+present: ``PYTHONDONTWRITEBYTECODE`` unset and ``python -m compileall -q`` of the package
+run once (../shared/TOOLCHAIN.md). End to end, ``import yota`` is timed after NumPy is
+imported, and each time is given by the wall clock and by the process's CPU time (less
+disturbed by other processes on a loaded machine). ``--compare`` runs the end-to-end
+processes of a second interpreter (e.g. a virtual environment with another checkout of
+Yota) interleaved with this one's, and prints the two side by side.
 """
 
 import json
@@ -30,12 +36,14 @@ def child(mode):
     from yota.program import flatten_args
     from yota.tracing import trace
 
-    r = {"import yota": T() - t0}
+    r = {"import (numpy, yota)": T() - t0}
     args = mlp.example()
     t = T()
     _, tape = trace(mlp.loss, *args)
     fn = pipeline.lower(tape)
     r["trace"] = T() - t
+    if mode == "warm":
+        return warm_phases(r, tape, fn, args)
     t = T()
     gfn = pipeline.grad_ir(tape, fn=fn)
     r["differentiate+optimize"] = T() - t
@@ -51,17 +59,49 @@ def child(mode):
     key = yc.make_key(gfn, None, kind="grad", signature=yc.tape_signature(tape))
     r["cache key (print IR, hash)"] = T() - t
     t = T()
-    if mode == "warm":
-        exe = yc.load(yc.default_cache(), key, llvm)
-        assert exe is not None, "no cache hit"
-        r["load (read, check, MCJIT add object)"] = T() - t
-    else:
-        exe = llvm.compile(gfn)
-        r["LLVM compile (lower, O3, emit, load)"] = T() - t
-        if mode == "store":
-            t = T()
-            yc.save(yc.default_cache(), key, gfn, llvm, exe)
-            r["store entry"] = T() - t
+    exe = llvm.compile(gfn)
+    r["LLVM compile (lower, O3, emit, load)"] = T() - t
+    if mode == "store":
+        t = T()
+        yc.save(yc.default_cache(), key, gfn, llvm, exe)
+        r["store entry"] = T() - t
+    leaves, _ = flatten_args(args)
+    t = T()
+    exe(*leaves)
+    r["first call"] = T() - t
+    t = T()
+    exe(*leaves)
+    r["second call"] = T() - t
+    return r
+
+
+def warm_phases(r, tape, fn, args):
+    """The phases of a hit: the traced key, the backend, the load by the traced key."""
+    T = time.perf_counter
+    from yota import cache as yc
+    from yota import pipeline
+    from yota.cache import lookup
+    from yota.program import flatten_args
+
+    t = T()
+    key = yc.make_traced_key(fn, None, kind="grad", signature=yc.tape_signature(tape),
+                             derivation=pipeline.grad_derivation(tape))
+    r["traced key (print traced IR, hash; source hashes)"] = T() - t
+    t = T()
+    from yota.backends import llvm
+    from yota.backends.llvm.pool import ensure_pool
+    from yota.backends.llvm.target import host
+
+    cache = yc.default_cache()
+    lookup.runtime_objects(cache, llvm)
+    host()
+    ensure_pool()
+    r["backend init (import llvmlite, host, load the pool object)"] = T() - t
+    t = T()
+    found = lookup._load_traced(cache, key, llvm)
+    assert found is not None, "no cache hit"
+    exe = found[0]
+    r["load by traced key (read, check, MCJIT add object)"] = T() - t
     leaves, _ = flatten_args(args)
     t = T()
     exe(*leaves)
@@ -74,28 +114,31 @@ def child(mode):
 
 def end_to_end(mode):
     """One process: import, then the first yota.grad call, as a user sees it."""
-    T = time.perf_counter
-    t0 = T()
+    T, C = time.perf_counter, time.process_time
+    t0, c0 = T(), C()
     sys.path.insert(0, HERE)
-    import mlp
+    import mlp  # and NumPy
 
+    t1, c1 = T(), C()
     import yota
 
     args = mlp.example()
-    t1 = T()
+    t2, c2 = T(), C()
     yota.grad(mlp.loss, *args, cache=mode != "cold")
-    t2 = T()
+    t3, c3 = T(), C()
     yota.grad(mlp.loss, *args)
-    t3 = T()
+    t4, c4 = T(), C()
     hit = yota.cache.stats.hits == 1
-    return {"import": t1 - t0, "first yota.grad": t2 - t1, "second yota.grad": t3 - t2,
-            "hit": hit}
+    return {"import numpy": t1 - t0, "import yota": t2 - t1, "first yota.grad": t3 - t2,
+            "second yota.grad": t4 - t3, "import numpy (cpu)": c1 - c0,
+            "import yota (cpu)": c2 - c1, "first yota.grad (cpu)": c3 - c2,
+            "second yota.grad (cpu)": c4 - c3, "hit": hit}
 
 
-def spawn(kind, mode, cache_dir):
+def spawn(kind, mode, cache_dir, python=sys.executable):
     env = {**os.environ, "YOTA_CACHE_DIR": cache_dir}
     env.pop("YOTA_CACHE", None)
-    out = subprocess.run([sys.executable, __file__, "--child", kind, mode], env=env,
+    out = subprocess.run([python, __file__, "--child", kind, mode], env=env,
                          capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"{kind} {mode} failed:\n{out.stderr}")
@@ -107,8 +150,27 @@ def median_table(rows):
     return {k: statistics.median(r[k] for r in rows) for k in keys}
 
 
+def compare(other, runs):
+    """End-to-end warm and cold processes of this interpreter and ``other``, interleaved."""
+    rows = {(p, m): [] for p in ("this", "other") for m in ("warm", "cold")}
+    with tempfile.TemporaryDirectory() as d:
+        for p, py in (("this", sys.executable), ("other", other)):
+            spawn("e2e", "warm", os.path.join(d, p), py)  # fill each cache once
+        for _ in range(runs):
+            for p, py in (("this", sys.executable), ("other", other)):
+                for m in ("warm", "cold"):
+                    rows[p, m].append(spawn("e2e", m, os.path.join(d, p), py))
+    for m in ("warm", "cold"):
+        this, base = median_table(rows["this", m]), median_table(rows["other", m])
+        print(f"end-to-end/{m} (median of {runs} processes, ms)   this    other")
+        for k in this:
+            print(f"  {k:<40} {this[k] * 1e3:8.1f} {base[k] * 1e3:8.1f}")
+
+
 def main():
-    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 5
+    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 7
+    if "--compare" in sys.argv:
+        return compare(sys.argv[sys.argv.index("--compare") + 1], runs)
     results = {}
     with tempfile.TemporaryDirectory() as d:
         warm = os.path.join(d, "warm")
