@@ -410,3 +410,20 @@ def test_random_programs_match_numpy(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(100, 600))
 def test_more_random_programs_match_numpy(seed: int) -> None:
     _check_program(seed, grad=seed % 3 == 0)
+
+
+def test_a_random_draw_is_an_array_the_function_owns() -> None:
+    def f(x: Any) -> Any:
+        noise = np.random.normal(size=3)
+        noise[0] = x[0]
+        noise *= x
+        return np.sum(noise)
+
+    np.random.seed(3)
+    want = f(np.array([1.0, 2.0, 3.0]))
+    np.random.seed(3)
+    val, g = yota.grad(f, np.array([1.0, 2.0, 3.0]))
+    assert float(val) == pytest.approx(float(want), rel=1e-12)
+    np.random.seed(3)
+    n = np.random.normal(size=3)
+    np.testing.assert_allclose(g[0], [2.0, n[1], n[2]], rtol=1e-12)

@@ -210,7 +210,7 @@ class Recorder:
         entry = Entry("random", [var], method, args, kwargs, value=arr, loc=user_loc())
         tape.add(entry)
         tape.randoms.append(entry)
-        return Tracer(self.ctx, var, arr), entry
+        return Tracer(self.ctx, var, arr.copy()), entry  # writes into it keep the draw
 
     def _plain(self, method: str, x: Any) -> Any:
         """An argument of a draw as a plain value (a traced number is guarded)."""

@@ -348,8 +348,10 @@ class Tracer:
         self._var = var
         self.value = value
         self._path = path
-        # the memory this array shares with its views (None: an immutable scalar)
-        self._store = store if isinstance(value, np.ndarray) else None
+        # the memory this array shares with its views (None: an immutable scalar); by
+        # default a new array the function owns (a random draw, say)
+        self._store = (store or Storage(const=False)) if isinstance(value, np.ndarray) \
+            else None
         self._link: ViewLink | None = None  # how this view is made from its parent
         self._ver = 0  # the storage version _var is of
         self._cst = const  # a scalar that is a constant of the trace
@@ -794,6 +796,7 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                                                              np.shape(v)), weak)
         outs.append(var)
         t = Tracer(ctx, var, v, const=const)
+        t._store = None  # a NumPy scalar or a Python number: immutable
         if isinstance(raw, np.ndarray) and isinstance(t.value, np.ndarray):
             t._store = _storage_of(raw, ins, args, kwargs, const)
             t._ver = t._store.version
