@@ -30,10 +30,13 @@ build of the library). Batches loop in native code around one call per matrix.
 
 Layouts: LAPACK is column-major. Where NumPy hands LAPACK a column-major copy (cholesky,
 solve, eigh, svd, qr), so do we: the operand is copied *transposed* into scratch, the
-routine runs there, and its outputs are copied back transposed, so the results are the
-ones ``np.linalg`` computes, to the last bit (eigenvector and singular-vector signs
-included; ``potrf`` on the upper triangle of the row-major matrix, the same matrix
-without the copies, differs from NumPy by an ulp from n = 40 on). Like NumPy, these
+routine runs there, and its outputs are copied back transposed: the computation
+``np.linalg`` makes, eigenvector and singular-vector signs included. The results are
+often NumPy's to the last bit, but OpenBLAS's kernels pick their paths by the alignment
+of the buffers (ours live in the call's workspace, NumPy's come from malloc), which
+reorders sums: where an op is sensitive (singular vectors of close singular values) that
+shows, tens of ulps in a small SVD. ``potrf`` on the upper triangle of the row-major
+matrix, the same matrix without the copies, was an ulp off NumPy from n = 40 on. Like NumPy, these
 compute in float64 for float32 operands too (the copies convert). ``lu`` (``getrf`` on a
 column-major copy) and ``triangular_solve``, which NumPy has no function for, run in the
 operands' precision; ``triangular_solve`` uses a transposition identity instead of
