@@ -20,6 +20,7 @@ PIPELINE_NAME = "yota-mlir-to-llvm"
 PIPELINE_PASSES = [
     ("inline", "callees (primitive bodies) into their callers"),
     ("symbol-dce", "drop the inlined private functions"),
+    ("eliminate-empty-tensors", "results computed straight into the caller's output arrays"),
     ("one-shot-bufferize{bufferize-function-boundaries=1 "
      "function-boundary-type-conversion=identity-layout-map}",
      "tensors to memrefs, in place where the analysis allows"),
