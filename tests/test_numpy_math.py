@@ -45,7 +45,7 @@ BINARY: dict[str, tuple[Callable[..., Any], tuple[float, float]]] = {
     "logaddexp": (np.logaddexp, (-4, 4)), "logaddexp2": (np.logaddexp2, (-4, 4)),
     "hypot": (np.hypot, (0.5, 4)), "fmax": (np.fmax, (-3, 3)), "fmin": (np.fmin, (-3, 3)),
     "copysign": (np.copysign, (0.5, 3)), "heaviside": (np.heaviside, (0.5, 3)),
-    "float_power": (np.float_power, (0.5, 3)),
+    "float_power": (np.float_power, (0.5, 3)), "fmod": (np.fmod, (0.5, 3)),
 }
 BACKENDS = ["interp", "llvm"]
 

@@ -1,9 +1,7 @@
 """More of NumPy's real-valued math: inverse hyperbolics, ``exp2``, ``logaddexp``,
 ``hypot``, NaN-ignoring ``fmax``/``fmin``, ``fabs``, ``sinc``, degree conversions,
 ``nan_to_num``, ``copysign``, ``heaviside``, ``cbrt``, ``trunc``/``fix``, ``ldexp``,
-``float_power`` and the complex-number accessors on real input. (``fmod`` is not here:
-``x - trunc(x / y) * y`` is not exact when the quotient is large, and C's remainder has
-no IR op yet.)
+``float_power``, ``fmod`` and the complex-number accessors on real input.
 
 Each is a composition of IR ops, written so that no branch ever computes 0/0 or inf-inf
 that a ``select`` would then discard: such a branch would still pass a NaN to the
@@ -149,6 +147,17 @@ def _copysign(m: _Ops, x: Value, y: Value) -> Value:
     return m.where(negative, m.neg(ax), ax)
 
 
+def _fmod(m: _Ops, x: Value, y: Value) -> Value:
+    """C's remainder (np.fmod: the sign of the dividend). For x, y >= 0 it is the floor
+    remainder (``mod``), so |x| mod |y| given x's sign is exact: no quotient is rounded,
+    where ``x - trunc(x / y) * y`` would be wrong for large quotients. Its gradients
+    follow: 1 for x, -trunc(x / y) for y."""
+    r = m.mod(m.abs(x), m.abs(y))
+    if m.t.dtype.kind != "f":
+        return m.where(m.lt(x, m.c(0)), m.neg(r), r)
+    return _copysign(m, r, x)
+
+
 def _heaviside(m: _Ops, x: Value, h0: Value) -> Value:
     step = m.where(m.lt(x, m.c(0.0)), m.c(0.0), m.where(m.gt(x, m.c(0.0)), m.c(1.0), h0))
     return m.where(m.isnan(x), x, step)
@@ -202,7 +211,7 @@ for _name, _fn, _body2 in [
          m.log1p(m.pow(m.c(2.0), m.neg(d))), m.c(math.log(2.0))), 1.0)),
     ("hypot", np.hypot, _hypot), ("fmax", np.fmax, _fchoose("maximum")),
     ("fmin", np.fmin, _fchoose("minimum")), ("copysign", np.copysign, _copysign),
-    ("heaviside", np.heaviside, _heaviside),
+    ("heaviside", np.heaviside, _heaviside), ("fmod", np.fmod, _fmod),
     ("float_power", np.float_power, lambda m, x, y: m.pow(x, y)),
 ]:
     _binary(_name, _fn, _body2)
