@@ -37,8 +37,10 @@ Public API
 ``tools``
     Finding ``mlir-opt-22`` / ``mlir-translate-22`` (``tools.missing()`` says why not).
 
-Matrix products are ``linalg.matmul`` lowered to loops (not BLAS): see the README's MLIR
-section for where this backend stands against the llvm one.
+In the executable module, float matrix products call the llvm backend's BLAS GEMMs (on
+contiguous buffers) and libm calls carry their libmvec vector variants for LLVM's loop
+vectorizer; integer products are ``linalg.matmul`` loops. The README's MLIR section says
+where this backend stands against the llvm one.
 """
 
 from __future__ import annotations
@@ -61,8 +63,12 @@ stats = {"compiles": 0, "loads": 0}
 
 
 def lowered(fn: Function) -> str:
-    """The LLVM-dialect module of ``fn`` after ``PIPELINE``."""
-    return tools.lower(executable(fn)[0])
+    """The LLVM-dialect module ``compile`` builds for ``fn``: its executable module after
+    ``PIPELINE`` (float matrix products as calls of ``yota_mlir_gemm_N``, which
+    ``compile`` defines on the llvm backend's BLAS)."""
+    from ..llvm.target import host
+
+    return tools.lower(executable(fn, blas=host().blas)[0])
 
 
 def compile(fn: Function, *, opt_level: int = 3) -> MLIRExecutable:
