@@ -76,20 +76,49 @@ def test_tiled_product_equals_unsplit(m: int, k: int, n: int, ta: bool, tb: bool
     _close(tiled, one.astype(np.float64), a, bm, 2 * k)
 
 
+BATCHED = [  # batch, m, k, n, ta, tb: tiles inside matrices, whole matrices as tiles,
+    # two batch axes, a batch below the threshold
+    ((3,), 128, 64, 160, False, True), ((8,), 64, 64, 64, False, False),
+    ((2, 3), 96, 80, 72, True, False), ((2, 2), 33, 65, 129, True, True),
+    ((4,), 9, 5, 7, False, False),
+]
+
+
+@pytest.mark.parametrize("batch,m,k,n,ta,tb", BATCHED)
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_batched_tiled_product(dtype: str) -> None:
-    fn = _product(128, 64, 160, False, True, dtype, batch=(3,))
+def test_batched_tiled_product(batch: tuple[int, ...], m: int, k: int, n: int, ta: bool,
+                               tb: bool, dtype: str) -> None:
+    fn = _product(m, k, n, ta, tb, dtype, batch=batch)
     rng = np.random.default_rng(5)
-    A = rng.standard_normal((3, 128, 64)).astype(DT[dtype])
-    B = rng.standard_normal((3, 160, 64)).astype(DT[dtype])
-    got = native.compile(fn, threads=2)(A, B)[0]
-    bt = np.swapaxes(B, 1, 2)
-    _close(got, A.astype(np.float64) @ bt.astype(np.float64), A, bt, 64)
+    A = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(DT[dtype])
+    B = rng.standard_normal(batch + ((n, k) if tb else (k, n))).astype(DT[dtype])
+    a = np.swapaxes(A, -1, -2) if ta else A
+    bm = np.swapaxes(B, -1, -2) if tb else B
+    want = a.astype(np.float64) @ bm.astype(np.float64)
+    for threads in (1, 2):
+        got = native.compile(fn, threads=threads)(A, B)[0]
+        _close(got, want, a, bm, k)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_batched_product_with_a_shared_operand(dtype: str) -> None:
+    """B broadcast over the batch (batch stride 0 in the tiled call)."""
+    b = Builder("shared")
+    x = b.input(TensorType(dtype, (6, 96, 128)), "A")
+    w = b.input(TensorType(dtype, (128, 112)), "W")
+    fn = b.build([b.matmul(x, b.broadcast(w, shape=(6, 128, 112)))])
+    rng = np.random.default_rng(6)
+    A = rng.standard_normal((6, 96, 128)).astype(DT[dtype])
+    W = rng.standard_normal((128, 112)).astype(DT[dtype])
+    got = native.compile(fn, threads=2)(A, W)[0]
+    _close(got, A.astype(np.float64) @ W.astype(np.float64), A, W, 128)
 
 
 def test_split_plan() -> None:
     """Which products are tiled, how, and that tiles cover the split extent."""
     assert gemm_split(64, 64, 64, 2) is None  # below GEMM_PAR_MACS: one call
+    assert gemm_split(64, 64, 64, 2, nbatch=8) == (0, 64)  # a batch: one tile per matrix
+    assert gemm_split(128, 128, 64, 2, nbatch=8) == (0, 128)
     assert gemm_split(1024, 1024, 1024, 1) is None  # one thread: one call
     for m, k, n in [(257, 129, 131), (67, 301, 263), (1, 2048, 1024), (128, 784, 512)]:
         plan = gemm_split(m, n, k, 2)

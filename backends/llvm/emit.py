@@ -22,7 +22,7 @@ from .lapack import LAPACK_EMITTERS
 from .layout import blas_matrix
 from .loops import linear, loop, nest
 from .lower import FnGen
-from .pool import GEMM_TILES
+from .pool import GEMM_TILES, TILE_EXTRA
 from .types import F32, F64, I1, I32, I64, PTR, declare, i64, mem_type, reg_type
 
 EMITTERS, emitter = new_table()
@@ -67,28 +67,43 @@ def _matmul(g: FnGen, op: Op) -> None:
         _matmul_loops(g, a, b_, r, la, lb)
 
 
-# A GEMM of at least this many multiply-adds is split into tiles over Yota's helper pool
-# (pool.py's yota_<s|d>gemm_tiles); each tile gets at least GEMM_TILE_MACS of them and
-# there are up to GEMM_TILES_PER_THREAD tiles per thread, claimed dynamically.
+# A GEMM (or a batch of them) of at least this many multiply-adds is split into tiles over
+# Yota's helper pool (pool.py's yota_<s|d>gemm_tiles); each tile gets at least
+# GEMM_TILE_MACS of them and there are up to GEMM_TILES_PER_THREAD tiles per thread,
+# claimed dynamically; a batch is split by whole matrices first.
 GEMM_PAR_MACS = 1 << 20
 GEMM_TILE_MACS = 1 << 18
 GEMM_TILES_PER_THREAD = 4
 
 
-def gemm_split(m: int, n: int, k: int, threads: int) -> tuple[int, int] | None:
-    """``(axis, step)`` for a tiled GEMM (axis 0 splits C's rows, 1 its columns; ``step``
-    rows or columns per tile), or None to make one call."""
+def gemm_split(m: int, n: int, k: int, threads: int, nbatch: int = 1) -> tuple[int, int] | None:
+    """``(axis, step)`` for a tiled GEMM of ``nbatch`` products (axis 0 splits C's rows,
+    1 its columns; ``step`` rows or columns per tile), or None to make plain calls."""
     macs = m * n * k
-    if threads < 2 or macs < GEMM_PAR_MACS:
+    if threads < 2 or macs * nbatch < GEMM_PAR_MACS:
         return None
     axis, dim = (0, m) if m >= n else (1, n)
-    tiles = min(threads * GEMM_TILES_PER_THREAD, macs // GEMM_TILE_MACS, dim)
+    want = min(threads * GEMM_TILES_PER_THREAD, macs * nbatch // GEMM_TILE_MACS)
+    tiles = min(-(-want // nbatch), macs // GEMM_TILE_MACS, dim)
+    if tiles <= 1:
+        return (axis, dim) if nbatch > 1 else None
     step = -(-dim // tiles)
     if dim >= 8 * tiles:
         step = -(-step // 8) * 8  # whole register blocks of the BLAS kernels
-    if step >= dim:
-        return None
-    return axis, step
+    return (axis, step) if step < dim or nbatch > 1 else None
+
+
+def _batch_stride(loc: Loc, shape: tuple[int, ...], nb: int) -> int | None:
+    """The one element stride that walks the batch axes of ``loc`` in order (C order over
+    the first ``nb`` axes), or None if they do not flatten to one stride."""
+    if nb == 0:
+        return 0
+    st, sh = loc.strides[:nb], shape[:nb]
+    for i in range(nb - 1):
+        if sh[i + 1] != 1 and st[i] != st[i + 1] * sh[i + 1]:
+            return None
+    inner = [s for s, d in zip(st, sh, strict=True) if d != 1]
+    return inner[-1] if inner else 0
 
 
 def _gemm(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> None:
@@ -97,24 +112,32 @@ def _gemm(g: FnGen, a: Value, b_: Value, r: Value, la: Loc, lb: Loc) -> None:
     tb, ldb = blas_matrix(lb, b_.shape)  # type: ignore[misc]
     ft = reg_type(r.dtype)
     args = [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64]
+    lr = g.loc(r)
+    bshape, nb = r.shape[:-2], r.ndim - 2
+    nbatch = int(np.prod(bshape)) if bshape else 1
     threads = g.mg.options.threads
-    split = gemm_split(m, n, kk, threads)
+    strides = [_batch_stride(loc, v.shape, nb) for loc, v in ((la, a), (lb, b_), (lr, r))]
+    flat = all(s is not None for s in strides) and nbatch > 1
+    split = gemm_split(m, n, kk, threads, nbatch if flat else 1)
+    extra: list[ir.Value] = []
     if split is None:
         name = "yota_sgemm" if r.dtype.itemsize == 4 else "yota_dgemm"
-        extra: list[ir.Value] = []
     else:
         name = GEMM_TILES[r.dtype.name]
-        args += [I64, I64, I64]
-        extra = [i64(split[0]), i64(split[1]), i64(threads)]
+        args += [I64] * TILE_EXTRA
+        if flat:  # the whole batch in one tiled call
+            extra = [i64(nbatch), *(i64(s or 0) for s in strides)]
+            bshape = ()
+        else:
+            extra = [i64(1), i64(0), i64(0), i64(0)]
+        extra += [i64(split[0]), i64(split[1]), i64(threads)]
     gemm = declare(g.mg.module, name, ir.VoidType(), args)
-    lr = g.loc(r)
-    bshape = r.shape[:-2]
 
     def one(idx: list[ir.Value]) -> None:
         b = g.b
-        pa = g.elem_ptr(la, a.dtype, linear(b, idx, la.strides[:-2]))
-        pb = g.elem_ptr(lb, b_.dtype, linear(b, idx, lb.strides[:-2]))
-        pc = g.elem_ptr(lr, r.dtype, linear(b, idx, lr.strides[:-2]))
+        pa = g.elem_ptr(la, a.dtype, linear(b, idx, la.strides[:len(idx)]))
+        pb = g.elem_ptr(lb, b_.dtype, linear(b, idx, lb.strides[:len(idx)]))
+        pc = g.elem_ptr(lr, r.dtype, linear(b, idx, lr.strides[:len(idx)]))
         c32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         b.call(gemm, [c32(101), c32(112 if ta else 111), c32(112 if tb else 111),
                       i64(m), i64(n), i64(kk), ir.Constant(ft, 1.0), pa, i64(lda), pb,

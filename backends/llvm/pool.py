@@ -15,9 +15,9 @@ runs at a time; a caller that finds the pool busy runs its chunks alone. A fork(
 child has no helpers: its jobs simply run on the calling thread.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
-``yota_dgemm_tiles``): the CBLAS arguments of a row-major ``C = op(A) op(B)`` plus
-``axis`` (0: split the rows of C, 1: its columns), ``step`` (rows or columns per tile)
-and ``nslots``. Tiles are claimed one at a time by the caller and the helpers, each a
+``yota_dgemm_tiles``): the CBLAS arguments of a row-major ``C = op(A) op(B)`` plus a batch
+(count and element strides of A, B, C), ``axis`` (0: split the rows of C, 1: its
+columns), ``step`` (rows or columns per tile) and ``nslots``. Tiles are claimed one at a time by the caller and the helpers, each a
 single-threaded ``yota_sgemm``/``yota_dgemm`` call on its block (Yota's own BLAS
 instance, ``blas.py``), so a helper that the OS deschedules delays at most its one tile
 while the caller takes the rest. Without Yota's own instance (the names are bound to
@@ -232,12 +232,13 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
 
 
 # -- tiled GEMMs ------------------------------------------------------------------------------
-# The context of a tiled GEMM, i64 words on the caller's stack: the next tile's start, the
-# extent being split, the tile size, the axis; then the CBLAS arguments (alpha and beta
-# stored as the element type).
-T_NEXT, T_DIM, T_STEP, T_AXIS, T_TA, T_TB, T_M, T_N, T_K, T_ALPHA, T_A, T_LDA, T_B, T_LDB, \
-    T_BETA, T_C, T_LDC = range(17)
+# The context of a tiled GEMM, i64 words on the caller's stack: the next tile to claim, the
+# number of tiles, tiles per matrix, the extent being split, the tile size, the axis; the
+# CBLAS arguments (alpha and beta as their bits); the batch strides (elements) of A, B, C.
+(T_NEXT, T_TOTAL, T_PER, T_DIM, T_STEP, T_AXIS, T_TA, T_TB, T_M, T_N, T_K, T_ALPHA, T_A,
+ T_LDA, T_B, T_LDB, T_BETA, T_C, T_LDC, T_SA, T_SB, T_SC) = range(22)
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
+TILE_EXTRA = 7  # nbatch, stride_a, stride_b, stride_c, axis, step, nslots
 
 
 def _gemm_args(ft: ir.Type) -> list[ir.Type]:
@@ -245,40 +246,37 @@ def _gemm_args(ft: ir.Type) -> list[ir.Type]:
 
 
 def _gemm_tiles(m: ir.Module, dtype: str, par: ir.Function | None) -> None:
-    """``yota_<s|d>gemm_tiles(cblas args..., axis, step, nslots)``."""
+    """``yota_<s|d>gemm_tiles(cblas args..., nbatch, stride_a, stride_b, stride_c, axis,
+    step, nslots)``: ``nbatch`` products, the i-th on A + i*stride_a, B + i*stride_b,
+    C + i*stride_c (elements), each split into tiles of ``step`` rows (axis 0) or columns
+    (axis 1) of C."""
     name, ft, size = _GEMMS[dtype]
     gemm = _declare(m, name, VOID, _gemm_args(ft))
-    f = ir.Function(m, ir.FunctionType(VOID, _gemm_args(ft) + [I64, I64, I64]),
+    f = ir.Function(m, ir.FunctionType(VOID, _gemm_args(ft) + [I64] * TILE_EXTRA),
                     GEMM_TILES[dtype])
     args = list(f.args)
+    nb, sa, sb, sc, axis, step, nslots = args[14:]
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    whole = f.append_basic_block("whole")
-    split = f.append_basic_block("split")
-    axis, step, nslots = args[14:]
-    if par is None:
-        b.branch(whole)
-    else:
-        b.cbranch(b.icmp_signed(">", nslots, i64(1)), split, whole)
-    b.position_at_end(whole)
-    b.call(gemm, args[:14])
-    b.ret_void()
-    b.position_at_end(split)
-    if par is None:
-        b.unreachable()
-        return
-    ctx = b.alloca(I64, 17)
+    ctx = b.alloca(I64, 22)
     word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
     dim = b.select(b.icmp_signed("==", axis, i64(0)), args[3], args[4])
-    for k, v in ((T_NEXT, i64(0)), (T_DIM, dim), (T_STEP, step), (T_AXIS, axis),
-                 (T_TA, b.sext(args[1], I64)), (T_TB, b.sext(args[2], I64)), (T_M, args[3]),
-                 (T_N, args[4]), (T_K, args[5]), (T_LDA, args[8]), (T_LDB, args[10]),
-                 (T_LDC, args[13])):
+    if par is None:  # NumPy's multithreaded BLAS: whole matrices, one call each
+        step = dim
+    per = b.sdiv(b.add(dim, b.sub(step, i64(1))), step)
+    for k, v in ((T_NEXT, i64(0)), (T_TOTAL, b.mul(per, nb)), (T_PER, per), (T_DIM, dim),
+                 (T_STEP, step), (T_AXIS, axis), (T_TA, b.sext(args[1], I64)),
+                 (T_TB, b.sext(args[2], I64)), (T_M, args[3]), (T_N, args[4]), (T_K, args[5]),
+                 (T_LDA, args[8]), (T_LDB, args[10]), (T_LDC, args[13]), (T_SA, sa),
+                 (T_SB, sb), (T_SC, sc), (T_ALPHA, _bits(b, args[6])),
+                 (T_BETA, _bits(b, args[11]))):
         b.store(v, word(k))
     for k, v in ((T_A, args[7]), (T_B, args[9]), (T_C, args[12])):
         b.store(b.ptrtoint(v, I64), word(k))
-    b.store(_bits(b, args[6]), word(T_ALPHA))
-    b.store(_bits(b, args[11]), word(T_BETA))
-    b.call(par, [_tile_chunks(m, gemm, ft, size, dtype), ctx, nslots])
+    chunks = _tile_chunks(m, gemm, ft, size, dtype)
+    if par is None:  # NumPy's multithreaded BLAS: every tile on this thread, in order
+        b.call(chunks, [ctx, i64(0)])
+    else:
+        b.call(par, [chunks, ctx, nslots])
     b.ret_void()
 
 
@@ -307,28 +305,29 @@ def _tile_chunks(m: ir.Module, gemm: ir.Function, ft: ir.Type, size: int,
     done = f.append_basic_block("done")
     b.branch(top)
     b.position_at_end(top)
-    step = get(T_STEP)
-    lo = b.atomic_rmw("add", word(T_NEXT), step, "monotonic")
-    dim = get(T_DIM)
-    b.cbranch(b.icmp_signed("<", lo, dim), body, done)
+    t = b.atomic_rmw("add", word(T_NEXT), i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", t, get(T_TOTAL)), body, done)
     b.position_at_end(body)
+    per, step, dim = get(T_PER), get(T_STEP), get(T_DIM)
+    bi = b.sdiv(t, per)
+    lo = b.mul(b.srem(t, per), step)
     rest = b.sub(dim, lo)
     n = b.select(b.icmp_signed("<", rest, step), rest, step)
     rows = b.icmp_signed("==", get(T_AXIS), i64(0))
-    ptr = lambda k: b.inttoptr(get(k), PTR)  # noqa: E731
 
-    def at(p: ir.Value, elems: ir.Value) -> ir.Value:
-        return b.gep(p, [b.mul(elems, i64(size))], source_etype=I8)
+    def at(k: int, elems: ir.Value) -> ir.Value:
+        return b.gep(b.inttoptr(get(k), PTR), [b.mul(elems, i64(size))], source_etype=I8)
 
     # rows of C: A's rows (A + lo*lda, or A + lo when A is stored transposed) and C's;
     # columns of C: B's columns (B + lo, or B + lo*ldb when transposed) and C's.
     notrans_a = b.icmp_signed("==", get(T_TA), i64(CBLAS_NO_TRANS))
     notrans_b = b.icmp_signed("==", get(T_TB), i64(CBLAS_NO_TRANS))
-    a_off = b.select(notrans_a, b.mul(lo, get(T_LDA)), lo)
-    b_off = b.select(notrans_b, lo, b.mul(lo, get(T_LDB)))
-    pa = b.select(rows, at(ptr(T_A), a_off), ptr(T_A))
-    pb = b.select(rows, ptr(T_B), at(ptr(T_B), b_off))
-    pc = at(ptr(T_C), b.select(rows, b.mul(lo, get(T_LDC)), lo))
+    a_off = b.select(rows, b.select(notrans_a, b.mul(lo, get(T_LDA)), lo), i64(0))
+    b_off = b.select(rows, i64(0), b.select(notrans_b, lo, b.mul(lo, get(T_LDB))))
+    c_off = b.select(rows, b.mul(lo, get(T_LDC)), lo)
+    pa = at(T_A, b.add(a_off, b.mul(bi, get(T_SA))))
+    pb = at(T_B, b.add(b_off, b.mul(bi, get(T_SB))))
+    pc = at(T_C, b.add(c_off, b.mul(bi, get(T_SC))))
     mm = b.select(rows, n, get(T_M))
     nn = b.select(rows, get(T_N), n)
     c32 = lambda k: b.trunc(get(k), I32)  # noqa: E731
