@@ -6,6 +6,7 @@ tests/cache_examples/measure_mlp.py."""
 from __future__ import annotations
 
 import json
+import os
 import types
 
 import numpy as np
@@ -178,3 +179,31 @@ def test_guards_re_anchored_after_a_traced_hit(cache_dir):
     assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
     got2, _ = run(g, -x)  # the guard fails: traced again, another program
     assert float(got2[0]) == pytest.approx(3.0 * np.sum(x * x))
+
+
+def test_the_sources_digest_is_kept_while_the_files_are_unchanged(cache_dir, tmp_path,
+                                                                   monkeypatch):
+    from pathlib import Path
+
+    from yota.cache import key as K
+
+    cache_dir.mkdir(mode=0o700)
+    files = []
+    for name in ("a.py", "b.py"):
+        p = tmp_path / name
+        p.write_text(f"# {name}\n")
+        files.append((f"yota/{name}", p))
+    d1 = K._sources_digest("mod", files)
+    assert list((cache_dir / "sources").glob("*.json"))
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (_ for _ in ()).throw(
+        AssertionError("read a source")) if self.suffix == ".py" else real(self))
+    assert K._sources_digest("mod", files) == d1  # from the record: nothing read
+    monkeypatch.setattr(Path, "read_bytes", real)
+    st = files[0][1].stat()
+    files[0][1].write_text("# A.py\n")  # same size, new contents and time
+    os.utime(files[0][1], ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    d2 = K._sources_digest("mod", files)
+    assert d2 != d1
+    files[0][1].write_text("# a.py\n")
+    assert K._sources_digest("mod", files) == d1

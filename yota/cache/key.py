@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,21 +147,38 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
     from yota import ir as ir_pkg
 
     yota_dir = Path(__file__).parent.parent  # yota/cache/key.py: the yota package (no import)
-    groups = {"yota": yota_dir, "ir": Path(ir_pkg.__file__).parent,
-              "backends": Path(backends_pkg.__file__).parent}
-    own = Path(backend_module.__file__).parent
-    roots = {d.resolve() for d in groups.values()}
-    out: dict[Path, str] = {}
+    groups = {"yota": str(yota_dir), "ir": str(Path(ir_pkg.__file__).parent),
+              "backends": str(Path(backends_pkg.__file__).parent)}
+    real = {g: os.path.realpath(d) for g, d in groups.items()}
+    own = os.path.realpath(Path(backend_module.__file__).parent)
+    out: dict[str, str] = {}
     for group, root in groups.items():
-        for p in sorted(root.rglob("*.py")):
-            if any(root.resolve() in d.parents and d in p.resolve().parents for d in roots):
-                continue  # a nested group (the wheel's yota/ir): hashed under its own name
-            inner = p.parent.resolve()
-            if group == "backends" and inner != root.resolve() and own.resolve() not in (
-                    inner, *inner.parents):
-                continue  # another backend's package
-            out.setdefault(p.resolve(), f"{group}/{p.relative_to(root).as_posix()}")
-    return sorted(((name, path) for path, name in out.items()), key=lambda t: t[0])
+        nested = [d for d in real.values() if _inside(d, real[group])]  # the wheel's yota/ir
+        for dirpath, dirnames, filenames in os.walk(root):
+            here = os.path.realpath(dirpath)
+            if any(here == d or _inside(here, d) for d in nested):
+                dirnames[:] = []  # a nested group: hashed under its own name
+                continue
+            if group == "backends" and here != real[group] and not (
+                    here == own or _inside(here, own)):
+                if not _inside(own, here):
+                    dirnames[:] = []  # another backend's package
+                continue
+            dirnames.sort()
+            for f in sorted(filenames):
+                if not f.endswith(".py"):
+                    continue
+                path = os.path.join(here, f)
+                if os.path.islink(path):
+                    path = os.path.realpath(path)
+                rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
+                out.setdefault(path, f"{group}/{rel}")
+    return sorted(((name, Path(path)) for path, name in out.items()), key=lambda t: t[0])
+
+
+def _inside(path: str, root: str) -> bool:
+    """Whether ``path`` lies strictly inside directory ``root`` (both resolved)."""
+    return path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _yota_version(backend_module: Any) -> dict[str, str]:
@@ -167,13 +186,71 @@ def _yota_version(backend_module: Any) -> dict[str, str]:
     (``source_files``), so an edited checkout never reuses stale code."""
     key = str(Path(backend_module.__file__).resolve())
     if key not in _source_hashes:
-        h = hashlib.sha256()
-        for name, path in source_files(backend_module):
-            with contextlib.suppress(OSError):
-                h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-        _source_hashes[key] = h.hexdigest()[:16]
+        _source_hashes[key] = _sources_digest(key, source_files(backend_module))
     version = getattr(sys.modules.get("yota"), "__version__", "unknown")
     return {"version": version, "sources": _source_hashes[key]}
+
+
+def _sources_digest(key: str, files: list[tuple[str, Path]]) -> str:
+    """The SHA-256 (16 hex digits) of the names and contents of ``files``.
+
+    Reading every source costs a new process more than anything else on a cache hit, so
+    the digest is kept in the cache directory (``sources/``) with each file's path,
+    modification time (ns), size and inode, and reused while all of them are the same:
+    the test Python itself applies to decide that a module's ``.pyc`` is current (so the
+    code that runs is the code that was hashed)."""
+    stats = []
+    for name, path in files:
+        try:
+            st = os.stat(path)
+            stats.append([name, str(path), st.st_mtime_ns, st.st_size, st.st_ino])
+        except OSError:
+            stats.append([name, str(path), None, None, None])
+    memo = _memo_path(key)
+    if memo is not None:
+        with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
+            rec = json.loads(memo.read_bytes().decode())
+            if isinstance(rec, dict) and rec.get("files") == stats \
+                    and isinstance(rec.get("digest"), str):
+                return str(rec["digest"])
+    h = hashlib.sha256()
+    for name, path in files:
+        with contextlib.suppress(OSError):
+            h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest = h.hexdigest()[:16]
+    if memo is not None:
+        _write_memo(memo, {"module": key, "files": stats, "digest": digest})
+    return digest
+
+
+def _memo_path(key: str) -> Path | None:
+    """Where the sources digest of backend ``key`` is kept: ``sources/`` of the cache
+    directory, if that directory exists and only its owner may write it (else None)."""
+    from .config import cache_dir
+
+    root = cache_dir()
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+        return None
+    name = hashlib.sha256(f"{sys.executable}\0{key}".encode()).hexdigest()[:32]
+    return root / "sources" / f"{name}.json"
+
+
+def _write_memo(memo: Path, rec: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        if not memo.parent.is_dir():
+            memo.parent.mkdir(mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=memo.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(rec, f)
+            os.replace(tmp, memo)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def tape_signature(tape: Any) -> tuple[Any, ...]:
