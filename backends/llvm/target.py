@@ -11,7 +11,6 @@ needs (object code built for one CPU can SIGILL on another).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import glob
 import os
 import threading
@@ -104,7 +103,11 @@ def host() -> Target:
 @cache
 def _mvec() -> ctypes.CDLL | None:
     """glibc's libmvec, loaded so that the JIT resolves its symbols, or None."""
-    for name in ("libmvec.so.1", ctypes.util.find_library("mvec")):
+    for k, name in enumerate(("libmvec.so.1", None)):
+        if k:  # ctypes.util's search runs programs (ldconfig, gcc): only if needed
+            from ctypes.util import find_library
+
+            name = find_library("mvec")
         if not name:
             continue
         try:
