@@ -93,6 +93,15 @@ def identity(kind: str, dt: np.dtype) -> object:
     return i
 
 
+def combine(L: Lines, kind: str, acc: str, x: str, dt: np.dtype) -> str:
+    """One reduction step. Float sums and products may be reassociated (``reassoc``, as
+    the llvm backend's kernels do), so LLVM vectorizes them; max/min propagate NaN."""
+    if dt.kind == "f" and kind in ("sum", "prod"):
+        op = "arith.addf" if kind == "sum" else "arith.mulf"
+        return L.op(f"{op} {acc}, {x} fastmath<reassoc> : {elem(dt)}")
+    return emit_scalar(L, COMBINE[kind], [acc, x], [dt, dt], dt)
+
+
 def reduce(c: FnCtx, x: str, t: TensorType, kind: str, axes: tuple[int, ...]) -> str:
     """``kind`` (sum, prod, max, min) of ``x`` over ``axes``."""
     kept = [a for a in range(t.ndim) if a not in axes]
@@ -100,7 +109,7 @@ def reduce(c: FnCtx, x: str, t: TensorType, kind: str, axes: tuple[int, ...]) ->
     init = c.fill(rt, identity(kind, t.dtype))
 
     def body(L: Lines, args: list[str]) -> list[str]:  # NumPy's acc = maximum(acc, x)
-        return [emit_scalar(L, COMBINE[kind], [args[1], args[0]], [t.dtype] * 2, t.dtype)]
+        return [combine(L, kind, args[1], args[0], t.dtype)]
     iters = ["reduction" if a in axes else "parallel" for a in range(t.ndim)]
     return c.generic([(x, t, identity_map(t.ndim))],
                      [(init, rt, affine_map(t.ndim, [f"d{a}" for a in kept]))], iters,
@@ -362,8 +371,7 @@ def _kernel_body(L: Lines, fn: Function, args: list[str], reductions: dict[Value
             names[o.result] = L.const(flat[0] if flat.size else 0, o.result.dtype)
         elif o.name in reductions.values() and o.result in reductions:
             x = names[o.operands[0]]
-            names[o.result] = emit_scalar(L, COMBINE[o.name], [acc[o.result], x],
-                                          [o.result.dtype] * 2, o.result.dtype)
+            names[o.result] = combine(L, o.name, acc[o.result], x, o.result.dtype)
         else:
             names[o.result] = emit_scalar(L, o.name, [names[v] for v in o.operands],
                                           [v.dtype for v in o.operands], o.result.dtype)

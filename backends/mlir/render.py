@@ -95,14 +95,15 @@ def _entry(mod: ModuleCtx, fn: Function) -> str:
     L = Lines(mod.counter)
     params, args = [], []
     for i, v in enumerate(fn.inputs):
-        params.append(f"%in{i}: {_param(v.type)}")
+        params.append(f"%in{i}: {_param(v.type)} {{llvm.noalias}}")
         if v.type.size == 0:  # no data: an empty tensor of the shape
             args.append(L.op(f"tensor.empty() : {tensor(v.type)}", "t"))
             continue
         args.append(L.op(f"bufferization.to_tensor %in{i} restrict : {memref(v.type)} to "
                          f"{tensor(v.type)}", "t"))
-    params += [f"%out{j}: {_param(v.type)}" for j, v in enumerate(fn.outputs)]
-    params.append("%status: memref<2xi64>")
+    # inputs are only read, outputs are fresh or checked not to overlap anything: noalias
+    params += [f"%out{j}: {_param(v.type)} {{llvm.noalias}}" for j, v in enumerate(fn.outputs)]
+    params.append("%status: memref<2xi64> {llvm.noalias}")
     n = len(fn.outputs) + 2
     res = L.fresh("r")
     L.line(f"{res}:{n} = func.call {symbol(fn.name)}({', '.join(args)}) : "
