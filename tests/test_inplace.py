@@ -105,6 +105,20 @@ def _out_fill_copyto(x: Any) -> Any:
         np.sum(v * np.arange(12.0).reshape(3, 4)) + np.sum(u * np.arange(5.0))
 
 
+def _fill_diagonal_and_out(x: Any) -> Any:
+    y = np.zeros((3, 3))
+    np.fill_diagonal(y, x[:3])
+    z = np.ones((4, 4))
+    np.fill_diagonal(z, x[3])
+    s = np.zeros(3)
+    np.sum(y * y, axis=0, out=s)  # out= of a NumPy function and of a method
+    m = np.zeros(())
+    y.sum(out=m)
+    w = np.zeros(3)
+    np.clip(x[:3], 0.2, 0.8, out=w)
+    return np.sum(s * x[:3]) + np.sum(z) * m + np.sum(w)
+
+
 def _views(x: Any) -> Any:
     y = np.zeros((4, 6))
     row, col = y[1], y[:, 2]  # basic slices: views
@@ -175,6 +189,7 @@ CASES: list[Case] = [
     ("masks", _masks, ((8,),)),
     ("add_at", _add_at, ((10,),)),
     ("out_fill_copyto", _out_fill_copyto, ((17,),)),
+    ("fill_diagonal_and_out", _fill_diagonal_and_out, ((4,),)),
     ("views", _views, ((18,),)),
     ("view_chains", _view_chains, ((14,),)),
     ("rnn", _rnn, ((33,),)),

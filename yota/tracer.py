@@ -214,11 +214,24 @@ def _unbox(x: Any) -> Any:
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:
-    """Trace NumPy-level operation ``name`` (an entry of ``yota.numpy``) on ``args``."""
+    """Trace NumPy-level operation ``name`` (an entry of ``yota.numpy``) on ``args``;
+    with ``out=``, the result is then written into that array (``assign``)."""
     if BOXES:
         args, kwargs = _unbox(args), {k: _unbox(v) for k, v in kwargs.items()}
+    if kwargs.get("out") is not None:
+        return _call_out(name, args, kwargs)
     op = registry.lookup(name, args, kwargs)
     return record(name, args, kwargs, op.forward)
+
+
+def _call_out(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    out = kwargs.pop("out")
+    what = f"np.{name}(..., out=...)"
+    dst = _destination(out[0] if isinstance(out, tuple) and len(out) == 1 else out, what)
+    r = call(name, *args, **kwargs)
+    _check_cast(r, dst, name)
+    assign(dst, Ellipsis, r, what, "Use the returned value")
+    return dst
 
 
 def call_operator(name: str, *args: Any) -> Any:
@@ -1120,8 +1133,27 @@ def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
            "np.put", "Use a copy (y = x.copy())")
 
 
+def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
+    t = _destination(a, "np.fill_diagonal")
+    shape = t.shape
+    if t.ndim < 2 or (t.ndim > 2 and len(set(shape)) != 1):
+        raise ValueError("All dimensions of input must be of equal length")
+    if wrap and t.ndim == 2 and shape[0] > shape[1] + 1:
+        raise UnsupportedError(f"np.fill_diagonal(..., wrap=True) of a tall matrix at "
+                               f"{where()} is not supported")
+    k = min(shape)
+    v = val
+    if np.ndim(to_value(val)) > 0:  # NumPy repeats the values along the diagonal
+        flat = val.reshape(-1) if isinstance(val, Tracer) else np.ravel(val)
+        n = int(np.size(to_value(flat)))
+        v = flat if n == k else flat[np.arange(k) % n]
+    idx = np.arange(k)
+    assign(t, (idx,) * t.ndim, v, "np.fill_diagonal", "Use a copy (y = x.copy())")
+
+
 WRITE_FUNCTIONS: dict[Any, Callable[..., Any]] = {
     np.copyto: _copyto,
     np.put_along_axis: _put_along_axis,
     np.put: _put,
+    np.fill_diagonal: _fill_diagonal,
 }
