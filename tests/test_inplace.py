@@ -101,6 +101,7 @@ def _out_fill_copyto(x: Any) -> Any:
     np.put_along_axis(v, np.array([[1], [3], [0]]), x[12:15].reshape(3, 1), axis=1)
     u = np.zeros(5)
     np.put(u, [4, 0], x[15:17])
+    np.put(u, [1, 2, 3], x[15:17])  # values repeated, as NumPy does
     return np.sum(y * y) + np.sum(z * np.arange(6.0).reshape(2, 3)) + np.sum(w * w) + \
         np.sum(v * np.arange(12.0).reshape(3, 4)) + np.sum(u * np.arange(5.0))
 
@@ -110,6 +111,7 @@ def _fill_diagonal_and_out(x: Any) -> Any:
     np.fill_diagonal(y, x[:3])
     z = np.ones((4, 4))
     np.fill_diagonal(z, x[3])
+    np.fill_diagonal(z[1:, :3], x[1:3])  # through a view; values repeated
     s = np.zeros(3)
     np.sum(y * y, axis=0, out=s)  # out= of a NumPy function and of a method
     m = np.zeros(())

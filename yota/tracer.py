@@ -1118,6 +1118,16 @@ def _put_along_axis(arr: Any, indices: Any, values: Any, axis: int | None) -> No
     assign(t, tuple(key), values, "np.put_along_axis", "Use a copy (y = x.copy())")
 
 
+def _cycled(v: Any, n: int) -> Any:
+    """``v`` flattened and repeated to ``n`` values, as ``np.put`` and
+    ``np.fill_diagonal`` use their values (a scalar stays a scalar)."""
+    if np.ndim(to_value(v)) == 0:
+        return v
+    flat = v.reshape(-1) if isinstance(v, Tracer) else np.ravel(v)
+    size = int(np.size(to_value(flat)))
+    return flat if size == n else flat[np.arange(n) % size]
+
+
 def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     t = _destination(a, "np.put")
     if mode != "raise":
@@ -1126,11 +1136,9 @@ def _put(a: Any, ind: Any, v: Any, mode: str = "raise") -> None:
     if flat._store is not t._store:
         raise UnsupportedError(f"np.put at {where()} into an array whose flattening is a "
                                "copy: make it contiguous first")
-    iv = np.ravel(to_value(ind))
-    vals = np.resize(np.asarray(to_value(v)), iv.shape) if not isinstance(v, Tracer) or \
-        np.shape(v.value) != iv.shape else v
-    assign(flat, np.ravel(ind) if not isinstance(ind, Tracer) else ind.reshape(-1), vals,
-           "np.put", "Use a copy (y = x.copy())")
+    idx = ind.reshape(-1) if isinstance(ind, Tracer) else np.ravel(ind)
+    assign(flat, idx, _cycled(v, int(np.size(to_value(idx)))), "np.put",
+           "Use a copy (y = x.copy())")
 
 
 def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
@@ -1142,13 +1150,9 @@ def _fill_diagonal(a: Any, val: Any, wrap: bool = False) -> None:
         raise UnsupportedError(f"np.fill_diagonal(..., wrap=True) of a tall matrix at "
                                f"{where()} is not supported")
     k = min(shape)
-    v = val
-    if np.ndim(to_value(val)) > 0:  # NumPy repeats the values along the diagonal
-        flat = val.reshape(-1) if isinstance(val, Tracer) else np.ravel(val)
-        n = int(np.size(to_value(flat)))
-        v = flat if n == k else flat[np.arange(k) % n]
     idx = np.arange(k)
-    assign(t, (idx,) * t.ndim, v, "np.fill_diagonal", "Use a copy (y = x.copy())")
+    assign(t, (idx,) * t.ndim, _cycled(val, k), "np.fill_diagonal",
+           "Use a copy (y = x.copy())")
 
 
 WRITE_FUNCTIONS: dict[Any, Callable[..., Any]] = {
