@@ -444,3 +444,48 @@ def test_a_random_draw_is_an_array_the_function_owns() -> None:
     np.random.seed(3)
     n = np.random.normal(size=3)
     np.testing.assert_allclose(g[0], [2.0, n[1], n[2]], rtol=1e-12)
+
+
+def test_second_order_through_writes() -> None:
+    """The rules of update_slice, scatter and select are differentiable again."""
+    def f(x: Any) -> Any:
+        y = np.zeros((2, 3))
+        y[0] = x[:3] ** 2
+        y[[1, 1], [0, 2]] = x[3:5] * x[0]
+        y[y > 0.5] *= 3.0
+        return np.sum(y ** 2)
+
+    def g(x: Any) -> Any:
+        return np.sum(yota.grad(f, x)[1][0] * np.arange(1.0, 6.0))
+
+    x = np.array([0.3, 0.6, 0.9, 0.4, 0.7])
+    _, h = yota.grad(g, x)
+    check_grad(g, [x], h)
+
+
+_EMULATED = ("rnn",)  # region copies in place (the rest, scatters included: -m slow)
+
+
+@pytest.mark.parametrize("name, f, shapes", [
+    c if c[0] in _EMULATED else pytest.param(*c, marks=pytest.mark.slow) for c in CASES],
+    ids=[c[0] for c in CASES])
+def test_cuda_emulation_runs_the_writes(name: str, f: Callable[..., Any],
+                                        shapes: tuple[tuple[int, ...], ...]) -> None:
+    """The CUDA backend's kernels for the writes (copies into regions, scatters), run by
+    its CPU emulation, give the gradients of the llvm backend."""
+    from yota.backends import cuda
+    from yota.backends.cuda.emulate import EmuDevice, emulation_available
+
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
+    rng = np.random.default_rng(11)
+    args = _inputs(rng, shapes)
+    v0, g0 = yota.grad(f, *args, backend="llvm")
+    cuda.use_device(EmuDevice())
+    try:
+        v1, g1 = yota.grad(f, *args, backend="cuda")
+    finally:
+        cuda.use_device(None)
+    np.testing.assert_allclose(float(v1), float(v0), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(g1[0]), g0[0], rtol=1e-10, atol=1e-12)
