@@ -159,7 +159,7 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
         if fast is not None and fast[0]() is f and tracing.current_context() is None:
             done = fast[1](args)  # the latest program, if the arguments fit it
             if done is not None:
-                return done  # type: ignore[no-any-return]
+                return done
     check_callable(f, "grad")
     if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
         from . import distributed
@@ -201,8 +201,8 @@ def _remember_fast(f: Any, program: Program, args: Sequence[Any]) -> None:
     _fast[id(f)] = (ref, fast)
 
 
-def _forget(key: int) -> Callable[[Any], None]:
-    return lambda _: _fast.pop(key, None)  # type: ignore[func-returns-value]
+def _forget(key: int) -> Callable[[Any], Any]:
+    return lambda _: _fast.pop(key, None)
 
 
 def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | None:
@@ -255,7 +255,7 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
     exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
     fast = ns["fast"]
     fast.program = program
-    return fast  # type: ignore[no-any-return]
+    return fast
 
 
 @dataclass(frozen=True)
@@ -459,7 +459,7 @@ def _grads_of(fn: Function | Program) -> tuple[int, ...]:
 def _unpack_plan(fn: Function | Program, tape: Tape, args: Sequence[Any]) -> _UnpackPlan:
     program = fn if isinstance(fn, Program) else None
     if program is not None and program.unpack_plan is not None:
-        return program.unpack_plan  # type: ignore[no-any-return]
+        return program.unpack_plan
     out_of = {leaf: j for j, leaf in enumerate(_grads_of(fn), start=1)}
     leaves = []
     for i, (argnum, path, _) in enumerate(tape.leaf_vars):

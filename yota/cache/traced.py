@@ -62,7 +62,7 @@ def read_name(cache: DiskCache, traced: Key) -> dict[str, Any] | None:
     if not ok:
         remove_name(cache, traced)
         return None
-    return rec  # type: ignore[no-any-return]
+    return rec
 
 
 def matches(rec: dict[str, Any], meta: dict[str, Any], program: bytes) -> bool:
