@@ -928,9 +928,19 @@ class ViewLink:
         return _entry("setflat", p, pos, upd)
 
 
+_WRITE_ENTRIES = ("setitem", "setmask", "add_at", "setflat")
+
+
+def _unchanged(x: Any, *args: Any, **kwargs: Any) -> Any:
+    return x
+
+
 def _entry(name: str, *args: Any, **kwargs: Any) -> Var:
-    """Record table entry ``name`` (a new version of an array); its tape variable."""
-    out = record(name, args, kwargs, registry.TABLE[name].forward, link=False)
+    """Record table entry ``name`` (a new version of an array); its tape variable. A
+    write's example value is not computed again (the write itself is made on the example
+    values): the entry's forward returns ``x``, whose type the new version has."""
+    forward = _unchanged if name in _WRITE_ENTRIES else registry.TABLE[name].forward
+    out = record(name, args, kwargs, forward, link=False)
     return out.tape_var
 
 
