@@ -27,6 +27,7 @@ import yota
 from yota import cli, pipeline
 
 sys.path.insert(0, str(Path(__file__).parent))
+import backend_cases  # noqa: E402
 from mlir_cases import MISSING, needs_mlir, verify_exports  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -202,3 +203,25 @@ def test_cli_prints_verifiable_mlir(tmp_path: Path) -> None:
         mlir.tools.opt(r.output)
     r = runner.invoke(cli.main, ["mlir", *target, "--lower"])
     assert r.exit_code == 0 and "llvm.func @yota_main" in r.output, r.output
+
+
+@needs_mlir
+def test_concurrent_calls_with_large_temporaries() -> None:
+    """Large temporaries come from a cache of buffers shared by concurrent calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from yota.ir import Builder, TensorType, run
+
+    b = Builder("big")
+    x = b.input(TensorType("f64", (512, 512)))
+    t = b.tanh(x)
+    e = b.exp(b.neg(b.transpose(t, perm=(1, 0))))
+    fn = b.build([b.sum(b.mul(t, e), axes=(1,)), b.max(e, axes=(0,))])
+    exe = mlir.compile(fn)
+    xs = [np.random.default_rng(k).standard_normal((512, 512)) for k in range(6)]
+    want = [run(fn, a) for a in xs]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            got = list(pool.map(lambda a: exe(a), xs))
+            for a, g, w in zip(xs, got, want, strict=True):
+                assert backend_cases.mismatch(fn, [a], g, w) is None

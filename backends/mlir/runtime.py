@@ -84,10 +84,11 @@ def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = ()) -> llvm.Mod
     _array_entry(SimpleNamespace(module=wrapper), fn, entry)  # type: ignore[arg-type]
     for g in gemms:
         _gemm(wrapper, *g)
+    _allocator(wrapper)
     mod.triple = target.triple
     mod.link_in(llvm.parse_assembly(str(wrapper)))
-    for g in gemms:  # defined now: private to the module
-        mod.get_function(g[0]).linkage = "internal"
+    for name in [g[0] for g in gemms] + [ALLOC, FREE]:  # defined now: private to the module
+        mod.get_function(name).linkage = "internal"
     check_symbols(mod)
     return mod
 
@@ -109,6 +110,84 @@ def optimize(text: str, target: Any, level: int) -> llvm.ModuleRef:
     pb.getModulePassManager().run(mod, pb)
     mod.verify()
     return mod
+
+
+ALLOC, FREE = "_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free"
+CACHE_SLOTS = 8  # large buffers kept for the next call, per compiled module
+CACHE_MIN = 1 << 20  # bytes: smaller buffers go straight back to malloc
+HEADER = 16  # bytes before each buffer: its capacity
+
+
+def _allocator(module: lir.Module) -> None:
+    """The module's buffer allocation (``finalize-memref-to-llvm{use-generic-functions}``
+    calls these): malloc, except that buffers of a MiB or more are kept in a few slots
+    (taken and returned with atomic exchanges, so concurrent calls are safe) and handed
+    out again, as the llvm backend's workspace is reused: fresh large blocks cost page
+    faults on every call."""
+    malloc = declare(module, "malloc", PTR, [I64])
+    free = declare(module, "free", lir.VoidType(), [PTR])
+    slots = lir.GlobalVariable(module, lir.ArrayType(PTR, CACHE_SLOTS), "yota.mlir.cache")
+    slots.linkage = "internal"
+    slots.initializer = lir.Constant(lir.ArrayType(PTR, CACHE_SLOTS), None)
+    null = lir.Constant(PTR, None)
+
+    f = lir.Function(module, lir.FunctionType(PTR, [I64]), ALLOC)
+    b = lir.IRBuilder(f.append_basic_block("entry"))
+    size = f.args[0]
+    fresh = f.append_basic_block("fresh")
+    big = b.icmp_unsigned(">=", size, i64(CACHE_MIN))
+    nxt = f.append_basic_block("slot0")
+    b.cbranch(big, nxt, fresh)
+    for k in range(CACHE_SLOTS):
+        b.position_at_end(nxt)
+        slot = b.gep(slots, [lir.Constant(I32, 0), lir.Constant(I32, k)], inbounds=True)
+        got = b.atomic_rmw("xchg", slot, null, "acq_rel")
+        nxt = f.append_basic_block(f"slot{k + 1}") if k + 1 < CACHE_SLOTS else fresh
+        have = f.append_basic_block(f"have{k}")
+        b.cbranch(b.icmp_unsigned("!=", got, null), have, nxt)
+        b.position_at_end(have)
+        cap = b.load(got, typ=I64)
+        fits = b.and_(b.icmp_unsigned(">=", cap, size),
+                      b.icmp_unsigned("<=", cap, b.mul(size, i64(2))))
+        use, back = f.append_basic_block(f"use{k}"), f.append_basic_block(f"back{k}")
+        b.cbranch(fits, use, back)
+        b.position_at_end(use)
+        b.ret(b.gep(got, [i64(HEADER)], source_etype=lir.IntType(8)))
+        b.position_at_end(back)  # not this size: free it, look further
+        b.call(free, [got])
+        b.branch(nxt)
+    b.position_at_end(fresh)
+    blk = b.call(malloc, [b.add(size, i64(HEADER))])
+    ok, bad = f.append_basic_block("ok"), f.append_basic_block("null")
+    b.cbranch(b.icmp_unsigned("!=", blk, null), ok, bad)
+    b.position_at_end(bad)
+    b.ret(null)
+    b.position_at_end(ok)
+    b.store(size, blk)
+    b.ret(b.gep(blk, [i64(HEADER)], source_etype=lir.IntType(8)))
+
+    g = lir.Function(module, lir.FunctionType(lir.VoidType(), [PTR]), FREE)
+    b = lir.IRBuilder(g.append_basic_block("entry"))
+    p = g.args[0]
+    done, release = g.append_basic_block("done"), g.append_basic_block("release")
+    body = g.append_basic_block("body")
+    b.cbranch(b.icmp_unsigned("==", p, null), done, body)
+    b.position_at_end(body)
+    blk = b.gep(p, [i64(-HEADER)], source_etype=lir.IntType(8))
+    keep = b.icmp_unsigned(">=", b.load(blk, typ=I64), i64(CACHE_MIN))
+    nxt = g.append_basic_block("put0")
+    b.cbranch(keep, nxt, release)
+    for k in range(CACHE_SLOTS):
+        b.position_at_end(nxt)
+        slot = b.gep(slots, [lir.Constant(I32, 0), lir.Constant(I32, k)], inbounds=True)
+        res = b.cmpxchg(slot, null, blk, "acq_rel", "monotonic")
+        nxt = g.append_basic_block(f"put{k + 1}") if k + 1 < CACHE_SLOTS else release
+        b.cbranch(b.extract_value(res, 1), done, nxt)
+    b.position_at_end(release)
+    b.call(free, [blk])
+    b.branch(done)
+    b.position_at_end(done)
+    b.ret_void()
 
 
 def _gemm(module: lir.Module, name: str, dt: np.dtype, batch: int, m: int, n: int,

@@ -32,7 +32,9 @@ PIPELINE_PASSES = [
     ("convert-math-to-funcs", "integer powers (math.ipowi) as a loop"),
     ("convert-math-to-libm", "tanh, atan, expm1, ... as calls to libm"),
     ("convert-math-to-llvm", "the rest of math as LLVM intrinsics"),
-    ("finalize-memref-to-llvm", "memrefs to pointers, allocations to malloc/free"),
+    ("finalize-memref-to-llvm{use-generic-functions=1}",
+     "memrefs to pointers, allocations to the runtime's allocator (which keeps large "
+     "buffers for the next call)"),
     ("convert-arith-to-llvm", "arith to LLVM"),
     ("convert-index-to-llvm", "index arithmetic to i64"),
     ("convert-cf-to-llvm", "branches to LLVM"),
