@@ -154,25 +154,26 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
     out: dict[str, str] = {}
     for group, root in groups.items():
         nested = [d for d in real.values() if _inside(d, real[group])]  # the wheel's yota/ir
-        for dirpath, dirnames, filenames in os.walk(root):
-            here = os.path.realpath(dirpath)
-            if any(here == d or _inside(here, d) for d in nested):
-                dirnames[:] = []  # a nested group: hashed under its own name
+        todo = [(root, real[group], f"{group}/")]
+        while todo:
+            d, here, prefix = todo.pop()
+            if any(here == n or _inside(here, n) for n in nested):
+                continue  # a nested group: hashed under its own name
+            files = here == real[group] or here == own or _inside(here, own) or \
+                group != "backends"  # else another backend's package (or a way to own)
+            if not files and not _inside(own, here):
                 continue
-            if group == "backends" and here != real[group] and not (
-                    here == own or _inside(here, own)):
-                if not _inside(own, here):
-                    dirnames[:] = []  # another backend's package
+            try:
+                entries = sorted(os.scandir(d), key=lambda e: e.name)
+            except OSError:
                 continue
-            dirnames.sort()
-            for f in sorted(filenames):
-                if not f.endswith(".py"):
-                    continue
-                path = os.path.join(here, f)
-                if os.path.islink(path):
-                    path = os.path.realpath(path)
-                rel = os.path.relpath(os.path.join(dirpath, f), root).replace(os.sep, "/")
-                out.setdefault(path, f"{group}/{rel}")
+            for e in entries:
+                if e.is_dir():
+                    todo.append((e.path, os.path.realpath(e.path), f"{prefix}{e.name}/"))
+                elif files and e.name.endswith(".py"):
+                    path = os.path.realpath(e.path) if e.is_symlink() else \
+                        os.path.join(here, e.name)
+                    out.setdefault(path, prefix + e.name)
     return sorted(((name, Path(path)) for path, name in out.items()), key=lambda t: t[0])
 
 
