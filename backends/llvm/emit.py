@@ -73,7 +73,7 @@ def _matmul(g: FnGen, op: Op) -> None:
 # claimed dynamically; a batch is split by whole matrices first.
 GEMM_PAR_MACS = 1 << 20
 GEMM_TILE_MACS = 1 << 18
-GEMM_TILES_PER_THREAD = 2
+GEMM_TILES_PER_THREAD = 4
 
 
 def gemm_split(m: int, n: int, k: int, threads: int, nbatch: int = 1) -> tuple[int, int] | None:
