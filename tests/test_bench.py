@@ -26,7 +26,8 @@ def _load_bench() -> Any:
 
 bench = _load_bench()
 QUICK = ["--quick", "--budget", "0.02"]
-NAMES = ["W1-f64", "W1-f32", "W2-1e3", "W2-1e4", "W3", "W4-f64", "W4-f32", "W5", "W6", "W7", "W8"]
+NAMES = ["W1-f64", "W1-f32", "W2-1e3", "W2-1e4", "W3", "W4-f64", "W4-f32", "W5", "W6", "W7", "W8", "W9",
+         "W10"]
 
 
 def _results(report: dict[str, Any], workload: str) -> dict[str, dict[str, Any]]:
