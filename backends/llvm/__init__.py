@@ -58,19 +58,21 @@ routines, the pool).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yota.ir.core import Function
 from yota.ir.errors import YotaError
 from yota.ir.verifier import maybe_verify
 
 from ..failures import IndexOutOfRange
+from .abi import ENTRY, ENTRY_OBJ, PAR_WORK
 from .jit import emit_object, load_object, optimize, set_object_cache
-from .lower import PAR_WORK, Options
-from .module import ENTRY, ENTRY_OBJ, lower_module
 from .pool import ensure_pool
 from .runtime import Artifact, LLVMExecutable, ProfiledExecutable
 from .target import host
+
+if TYPE_CHECKING:
+    from .lower import Options
 
 __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "options_key",
            "shared_object", "stats", "LLVMExecutable", "ProfiledExecutable", "Artifact",
@@ -88,6 +90,8 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
     above which a kernel is split (default ``PAR_WORK``); ``profile``: the profiled
     variant (a ``ProfiledExecutable`` timing each step, for ``yota.profile``).
     """
+    from .module import lower_module  # the code generator: not needed to load a program
+
     stats["compiles"] += 1
     target = host()
     maybe_verify(fn)
@@ -121,12 +125,16 @@ def _load(obj: bytes, target: Any) -> Any:
 
 
 def _options(threads: int | None, par_work: float | None = None) -> Options:
+    from .lower import Options
+
     return Options(threads=host().threads if threads is None else max(1, int(threads)),
                    par_work=PAR_WORK if par_work is None else float(par_work))
 
 
 def llvm_ir(fn: Function, optimized: bool = False, *, threads: int | None = None) -> str:
     """The LLVM IR of ``fn``'s module, before or after optimization."""
+    from .module import lower_module
+
     target = host()
     text = str(lower_module(fn, target, _options(threads)).module)
     return str(optimize(text, target)) if optimized else text
@@ -163,8 +171,9 @@ def target_key() -> dict[str, Any]:
 def options_key(threads: int | None = None, par_work: float | None = None,
                 opt_level: int = 3) -> dict[str, Any]:
     """The options ``compile(fn, threads=..., par_work=..., opt_level=...)`` runs with."""
-    o = _options(threads, par_work)
-    return {"threads": o.threads, "par_work": o.par_work, "opt_level": opt_level}
+    return {"threads": host().threads if threads is None else max(1, int(threads)),
+            "par_work": PAR_WORK if par_work is None else float(par_work),
+            "opt_level": opt_level}
 
 
 def shared_object(fn: Function, symbol: str, *, opt_level: int = 3) -> Artifact:
@@ -173,6 +182,9 @@ def shared_object(fn: Function, symbol: str, *, opt_level: int = 3) -> Artifact:
     workspace) and the NumPy-object entry made internal. Still needs ``yota_sgemm`` /
     ``yota_dgemm`` (when ``meta["target"]["blas"]``), libmvec and libc at link time."""
     import llvmlite.binding as llvm
+
+    from .lower import Options
+    from .module import lower_module
 
     target = host()
     maybe_verify(fn)

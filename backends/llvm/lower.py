@@ -26,13 +26,13 @@ from yota.ir.core import Function
 from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize, rebase
 from ..layout import Loc
 from ..lowering import Emitter, FnLowering, KernelArgs
+from .abi import PAR_WORK  # kernel work above which a kernel is split
 from .kernel import build, work
 from .layout import build_layout
 from .pool import SYMBOL as POOL_SYMBOL
 from .target import Target
 from .types import I8, I32, I64, PTR, VOID, declare, i64, mem_type
 
-PAR_WORK = 2e6  # kernel work (element-operations) above which a kernel is split
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
 CHUNKS_PER_THREAD = 4  # chunks are claimed dynamically: a busy core gets fewer
 

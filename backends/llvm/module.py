@@ -13,13 +13,11 @@ from typing import Any
 import llvmlite.ir as ir
 from yota.ir.core import Function
 
+from .abi import ENTRY, ENTRY_OBJ  # defined there for the loading side
 from .emit import EMITTERS
 from .lower import FnGen, ModuleGen, Options
 from .target import ARRAY_ABI, Target
 from .types import I1, I8, I32, I64, PTR, i64
-
-ENTRY = "yota_main"
-ENTRY_OBJ = "yota_main_arrays"
 
 
 def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:

@@ -24,8 +24,8 @@ from ..artifact import Artifact as BaseArtifact
 from ..failures import raise_failure
 from ..program import StepTimes
 from ..signature import check_arity, check_input
+from .abi import ENTRY, ENTRY_OBJ
 from .jit import Loaded, cfunc
-from .module import ENTRY, ENTRY_OBJ
 from .target import ARRAY_ABI, Target
 
 WS_ALIGN = 64
