@@ -83,13 +83,13 @@ Step = Launch | Memset | Gemm | Call | Linalg
 class FnPlan:
     """One function's storages (``layout.Storage``), steps and workspace bytes;
     ``step_ops[s]``: the op whose code step ``s`` is (-1: a copy into an output array),
-    for ``yota.profile`` (not stored in artifacts)."""
+    for ``yota.profile`` (not stored in artifacts, so not compared)."""
 
     name: str
     storages: list[Any]
     steps: list[Step]
     ws_bytes: int
-    step_ops: list[int] = field(default_factory=list)
+    step_ops: list[int] = field(default_factory=list, compare=False)
 
 
 class StepTimes:
