@@ -32,6 +32,9 @@ created owner-only::
     entries/<key>/program.yir   the printed IR the key was computed from
     traced/<traced key>.json    JSON: the entry a traced program was built into, the
                                 traced key's parts, facts a call needs, a checksum
+    objects/<key>.o             object code of the backend's runtime modules (the llvm
+                                helper-thread pool), keyed by their LLVM IR and target
+    sources/<id>.json           the sources digest with each file's mtime, size, inode
     tmp/                        entries being written
 
 An entry is written into a fresh directory under ``tmp/`` and moved into place with one

@@ -228,9 +228,15 @@ class DiskCache:
     def clear(self) -> int:
         """Remove every entry (and leftover temporary files); returns how many."""
         n = sum(self.remove(k) for k in self.keys())
-        for d in (self.tmp_dir, self.root / "traced"):  # traced/: names of entries
+        # traced/: names of entries; objects/: runtime object code; sources/: digests
+        for d in (self.tmp_dir, *(self.root / name for name in ("traced", "objects",
+                                                                 "sources"))):
             for p in list(d.glob("*")) if d.exists() else []:
-                shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink()
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        p.unlink()
         self._size_estimate = 0
         return n
 
