@@ -14,7 +14,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,6 +243,8 @@ def _write_memo(memo: Path, rec: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
         if not memo.parent.is_dir():
             memo.parent.mkdir(mode=0o700, exist_ok=True)
+        import tempfile  # (imported on a write only)
+
         fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=memo.parent)
         try:
             with os.fdopen(fd, "w") as f:

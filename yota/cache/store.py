@@ -9,9 +9,7 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import stat
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -194,6 +192,9 @@ class DiskCache:
         files = {"object.o": object_code, "program.yir": key.ir_text.encode()}
         meta = entry_meta(key, fn, artifact_meta, files)
         meta["checksum"] = checksum(meta, files)
+        import shutil
+        import tempfile  # (imported on a write only)
+
         tmp = tempfile.mkdtemp(prefix=f"{key.hex[:16]}.", dir=self.tmp_dir)
         try:
             for name, data in files.items():
@@ -216,6 +217,9 @@ class DiskCache:
         return self._discard(self.path(key))
 
     def _discard(self, path: Path) -> bool:
+        import shutil
+        import tempfile
+
         trash = Path(tempfile.mkdtemp(prefix="trash.", dir=self.tmp_dir))
         try:
             os.replace(path, trash / "entry")
@@ -227,6 +231,8 @@ class DiskCache:
 
     def clear(self) -> int:
         """Remove every entry (and leftover temporary files); returns how many."""
+        import shutil
+
         n = sum(self.remove(k) for k in self.keys())
         # traced/: names of entries; objects/: runtime object code; sources/: digests
         for d in (self.tmp_dir, *(self.root / name for name in ("traced", "objects",
@@ -281,6 +287,8 @@ class DiskCache:
         return removed
 
     def _sweep_tmp(self) -> None:
+        import shutil
+
         now = time.time()
         with contextlib.suppress(OSError):
             for p in self.tmp_dir.iterdir():

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +89,8 @@ def write_name(cache: DiskCache, traced: Key, entry: Key, facts: dict[str, Any])
         if not d.is_dir():
             d.mkdir(mode=0o700, exist_ok=True)
             os.chmod(d, 0o700)
+        import tempfile  # (imported on a write only)
+
         fd, tmp = tempfile.mkstemp(prefix="name.", dir=cache.tmp_dir)
         os.close(fd)
         os.unlink(tmp)
