@@ -81,6 +81,20 @@ __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "opti
 stats = {"compiles": 0, "loads": 0}
 
 
+def __getattr__(name: str) -> Any:
+    """``lower_module`` and ``Options`` (the code generator's, imported on first use: loading
+    a compiled program does not need it)."""
+    if name == "lower_module":
+        from .module import lower_module
+
+        return lower_module
+    if name == "Options":
+        from .lower import Options
+
+        return Options
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def compile(fn: Function, *, threads: int | None = None, par_work: float | None = None,
             opt_level: int = 3, profile: bool = False) -> LLVMExecutable:
     """Compile ``fn`` (and its callees and kernels) to native code.
