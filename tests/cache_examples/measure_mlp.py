@@ -86,7 +86,7 @@ def warm_phases(r, tape, fn, args):
     t = T()
     key = yc.make_traced_key(fn, None, kind="grad", signature=yc.tape_signature(tape),
                              derivation=pipeline.grad_derivation(tape))
-    r["traced key (print traced IR, hash; source hashes)"] = T() - t
+    r["traced key (imports llvmlite, llvm backend; traced IR, hash)"] = T() - t
     t = T()
     from yota.backends import llvm
     from yota.backends.llvm.pool import ensure_pool
