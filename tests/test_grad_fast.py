@@ -140,3 +140,21 @@ def test_a_dead_function_leaves_no_entry():
     del f
     gc.collect()
     assert key not in grad_mod._fast
+
+
+def test_hits_between_retraces_reset_the_retrace_count():
+    import warnings
+
+    def g(x):
+        return np.sum(x * float(np.sum(x)))  # a guarded Python value: new sums retrace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", grad_mod.RetraceWarning)
+        for i in range(8):
+            x = np.full(3, float(i + 1))
+            for _ in range(3):  # one retrace, then hits by the fast path
+                val, _ = yota.grad(g, x)
+                assert float(val) == pytest.approx(9.0 * (i + 1) ** 2)
+    with pytest.warns(grad_mod.RetraceWarning):  # retraces on consecutive calls still warn
+        for i in range(8):
+            yota.grad(g, np.full(3, 10.0 + i))

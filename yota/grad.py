@@ -212,12 +212,13 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
     checks). None when it does not apply."""
     tape = program.tape
     if program.consts or program.captured or tape.bound_consts or tape.randoms \
-            or tape.has_aux or program.unpack_plan is None:
+            or tape.has_aux or program.unpack_plan is None or program.variants is None:
         return None
     plan: _UnpackPlan = program.unpack_plan
     names = [f"a{i}" for i in range(len(args))]
     ns: dict[str, Any] = {"ndarray": np.ndarray, "stats": stats, "Result": GradientResult,
                           "program": program, "argnames": tape.argnames,
+                          "variants": program.variants,
                           "GuardFailed": GuardFailed, "run": getattr(program.exe, "_stub",
                                                                      program.exe)}
     checks, leaves = [], []
@@ -249,6 +250,7 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
         "            except GuardFailed:",
         "                return None",
         "            stats.hits += 1",
+        "            variants.retraces = 0  # a hit: the calls that retrace are not consecutive",
         f"            return {value}, Result([{', '.join(grads)}], program, argnames)",
         "    return None",
     ]
@@ -330,6 +332,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
             continue
         stats.hits += 1
         variants.retraces = 0
+        program.variants = variants
         return program, outs
     if failed is not None:
         _note_retrace(f, variants, *failed)
@@ -339,6 +342,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
     program, outs = pipeline.first_run(program, args, opts.backend, kind="grad",
                                        cache=opts.cache)
     variants.programs.insert(0, program)
+    program.variants = variants
     del variants.programs[pipeline.MAX_VARIANTS:]
     variants.draws = any(p.tape.draws for p in variants.programs)
     return program, outs

@@ -44,7 +44,7 @@ class Program:
     which is all a call needs."""
 
     __slots__ = ("tape", "_fn", "_text", "exe", "consts", "captured", "facts",
-                 "unpack_plan", "fast")
+                 "unpack_plan", "fast", "variants")
 
     def __init__(self, tape: Tape, fn: Function | str, exe: Any,
                  consts: list[tuple[Any, np.ndarray]] | None = None,
@@ -58,6 +58,7 @@ class Program:
         self.facts = facts
         self.unpack_plan: Any = None  # set by yota.grad on the first call
         self.fast: Any = None  # yota.grad's generated call path, once built
+        self.variants: Any = None  # the yota.grad variants it belongs to (retrace count)
 
     @classmethod
     def build(cls, tape: Tape, fn: Function | str, exe: Any,
