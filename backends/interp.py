@@ -11,10 +11,7 @@ from typing import Any
 
 import numpy as np
 from yota.ir.core import Function, Value
-from yota.ir.errors import GuardFailed
-from yota.ir.interpreter import _apply, _as_type, _guard_message, check_inputs, run
-from yota.ir.ops import get_opdef
-from yota.ir.ops.misc import guard_holds
+from yota.ir.interpreter import check_inputs, run, run_op
 
 from .program import StepTimes
 
@@ -55,7 +52,7 @@ class ProfiledInterpExecutable(InterpExecutable):
                 s = self._step_of.get(i)
                 if s is not None:
                     starts[s] = time.monotonic_ns()
-                _run_op(fn, i, env)
+                run_op(fn, i, env)
                 if s is not None:
                     ends[s] = time.monotonic_ns()
             outs = [env[v] for v in fn.outputs]
@@ -68,28 +65,8 @@ def run_all(fn: Function, *args: Any) -> dict[Value, np.ndarray]:
     """Run ``fn`` on ``args``; every value it has (inputs, every op's results)."""
     env: dict[Value, np.ndarray] = dict(zip(fn.inputs, check_inputs(fn, args), strict=True))
     for i in range(len(fn.ops)):
-        _run_op(fn, i, env)
+        run_op(fn, i, env)
     return env
-
-
-def _run_op(fn: Function, i: int, env: dict[Value, np.ndarray]) -> None:
-    """Op ``i`` of ``fn`` as the interpreter runs it (``yota.ir.interpreter.run``)."""
-    op = fn.ops[i]
-    xs = [env[v] for v in op.operands]
-    if op.name == "guard":
-        if not guard_holds(xs[0], **op.attrs):
-            raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i,
-                              value=np.asarray(xs[0]).reshape(())[()])
-        return
-    opdef = get_opdef(op.name)
-    if opdef.calls:
-        results: Any = run(fn.callees[op.attrs["callee"]], *xs)
-    else:
-        results = _apply(opdef.impl, op, xs)
-        if len(op.results) == 1:
-            results = [results]
-    for r, val in zip(op.results, results, strict=True):
-        env[r] = _as_type(val, r, op.name)
 
 
 def compile(fn: Function, *, profile: bool = False) -> InterpExecutable:

@@ -41,23 +41,30 @@ def check_inputs(fn: Function, args: Sequence[Any]) -> list[np.ndarray]:
 def run(fn: Function, *args: Any) -> list[np.ndarray]:
     """Run ``fn`` on ``args``; returns its outputs as a list of arrays."""
     env: dict[Value, np.ndarray] = dict(zip(fn.inputs, check_inputs(fn, args), strict=True))
-    for i, op in enumerate(fn.ops):
-        xs = [env[v] for v in op.operands]
-        if op.name == "guard":
-            if not guard_holds(xs[0], **op.attrs):
-                raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i,
-                                  value=np.asarray(xs[0]).reshape(())[()])
-            continue
-        opdef = get_opdef(op.name)
-        if opdef.calls:
-            results: Any = run(fn.callees[op.attrs["callee"]], *xs)
-        else:
-            results = _apply(opdef.impl, op, xs)
-            if len(op.results) == 1:
-                results = [results]
-        for r, val in zip(op.results, results, strict=True):
-            env[r] = _as_type(val, r, op.name)
+    for i in range(len(fn.ops)):
+        run_op(fn, i, env)
     return [env[v] for v in fn.outputs]
+
+
+def run_op(fn: Function, i: int, env: dict[Value, np.ndarray]) -> None:
+    """Run op ``i`` of ``fn`` on the values in ``env`` and add its results to ``env`` (a
+    failing guard raises ``GuardFailed``)."""
+    op = fn.ops[i]
+    xs = [env[v] for v in op.operands]
+    if op.name == "guard":
+        if not guard_holds(xs[0], **op.attrs):
+            raise GuardFailed(_guard_message(op.attrs, xs[0], op.loc), guard_index=i,
+                              value=np.asarray(xs[0]).reshape(())[()])
+        return
+    opdef = get_opdef(op.name)
+    if opdef.calls:
+        results: Any = run(fn.callees[op.attrs["callee"]], *xs)
+    else:
+        results = _apply(opdef.impl, op, xs)
+        if len(op.results) == 1:
+            results = [results]
+    for r, val in zip(op.results, results, strict=True):
+        env[r] = _as_type(val, r, op.name)
 
 
 def _apply(impl: Any, op: Op, xs: list[np.ndarray]) -> Any:
