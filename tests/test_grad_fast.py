@@ -158,3 +158,24 @@ def test_hits_between_retraces_reset_the_retrace_count():
     with pytest.warns(grad_mod.RetraceWarning):  # retraces on consecutive calls still warn
         for i in range(8):
             yota.grad(g, np.full(3, 10.0 + i))
+
+
+def test_tuples_and_lists_of_arrays():
+    def g(p, scale):
+        (w, b), extra = p
+        return np.sum(np.tanh(w * b) * scale[0]) + np.sum(extra[0] ** 2) * scale[1]
+
+    w, b = np.linspace(-1.0, 1.0, 4), np.linspace(0.5, 1.5, 4)
+    e = np.array(2.0)
+    for _ in range(3):
+        same(yota.grad(g, ((w, b), [e]), (3, 2)), general(g, ((w, b), [e]), (3, 2)))
+    assert grad_mod._fast[id(g)][1] is not None
+    _, grads = yota.grad(g, ((w, b), [e]), (3, 2))
+    assert list(grads[0]) == [(0, 0), (0, 1), (1, 0)] and grads[1] is None
+    assert isinstance(grads[0][(1, 0)], np.float64)  # a 0-d leaf: a NumPy scalar
+    # other lengths, shapes, containers and constants take the general path
+    same(yota.grad(g, ((w[:3], b[:3]), [e]), (3, 2)), general(g, ((w[:3], b[:3]), [e]),
+                                                                    (3, 2)))
+    same(yota.grad(g, ((w, b), (e,)), (3, 2)), general(g, ((w, b), (e,)), (3, 2)))
+    same(yota.grad(g, ((w, b), [e, e]), (3, 2)), general(g, ((w, b), [e, e]), (3, 2)))
+    same(yota.grad(g, ((w, b), [e]), (3, 1)), general(g, ((w, b), [e]), (3, 1)))

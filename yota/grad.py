@@ -206,10 +206,10 @@ def _forget(key: int) -> Callable[[Any], Any]:
 
 
 def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | None:
-    """The fast path of ``program`` for arguments like ``args``: every argument an array
-    or a hashable constant (int, bool, str, None), and a program without captured
-    arrays, constants from user code or random numbers (those need the general path's
-    checks). None when it does not apply."""
+    """The fast path of ``program`` for arguments like ``args``: arrays, hashable
+    constants (int, bool, str, None) and tuples and lists of them, and a program without
+    captured arrays, constants from user code or random numbers (those need the general
+    path's checks). None when it does not apply."""
     tape = program.tape
     if program.consts or program.captured or tape.bound_consts or tape.randoms \
             or tape.has_aux or program.unpack_plan is None or program.variants is None:
@@ -221,24 +221,12 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
                           "variants": program.variants,
                           "GuardFailed": GuardFailed, "run": getattr(program.exe, "_stub",
                                                                      program.exe)}
-    checks, leaves = [], []
-    for i, a in enumerate(args):
-        if type(a) is np.ndarray:
-            ns[f"d{i}"], ns[f"s{i}"] = a.dtype, a.shape
-            checks.append(f"type(a{i}) is ndarray and a{i}.dtype is d{i} and a{i}.shape == s{i}")
-            leaves.append(f"a{i}")
-        elif a is None or type(a) in (int, bool, str):
-            ns[f"t{i}"], ns[f"v{i}"] = type(a), a
-            checks.append(f"a{i} is None" if a is None else f"type(a{i}) is t{i} and a{i} == v{i}")
-        else:
-            return None
-    grads = ["None"] * len(args)
-    for argnum, path, j, as_float in plan.leaves:
-        if path is not None:
-            return None
-        scalar = not as_float and np.ndim(args[argnum]) == 0  # a NumPy scalar, as _scalar
-        grads[argnum] = f"float(outs[{j}])" if as_float else \
-            f"outs[{j}][()]" if scalar else f"outs[{j}]"
+    checks: list[str] = []
+    leaves: list[str] = []  # in the order of flatten_args
+    if not all(_fast_checks(a, name, ns, checks, leaves) for a, name in zip(args, names,
+                                                                             strict=True)):
+        return None
+    grads = _fast_grads(plan, args)
     value = "float(outs[0])" if plan.value_is_float else "outs[0][()]"
     lines = [
         "def fast(args):",
@@ -258,6 +246,48 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
     fast = ns["fast"]
     fast.program = program
     return fast
+
+
+def _fast_checks(a: Any, expr: str, ns: dict[str, Any], checks: list[str],
+                 leaves: list[str]) -> bool:
+    """Append the checks that a value at ``expr`` is like ``a`` (and the expressions of
+    its array leaves); False for a value the fast path does not check."""
+    k = len(ns)
+    if type(a) is np.ndarray:
+        ns[f"d{k}"], ns[f"s{k}"] = a.dtype, a.shape
+        checks.append(f"type({expr}) is ndarray and {expr}.dtype is d{k} and "
+                      f"{expr}.shape == s{k}")
+        leaves.append(expr)
+        return True
+    if a is None:
+        checks.append(f"{expr} is None")
+        return True
+    if type(a) in (int, bool, str):
+        ns[f"t{k}"], ns[f"v{k}"] = type(a), a
+        checks.append(f"type({expr}) is t{k} and {expr} == v{k}")
+        return True
+    if type(a) in (tuple, list):
+        ns[f"t{k}"] = type(a)
+        checks.append(f"type({expr}) is t{k} and len({expr}) == {len(a)}")
+        return all(_fast_checks(x, f"{expr}[{i}]", ns, checks, leaves)
+                   for i, x in enumerate(a))
+    return False
+
+
+def _fast_grads(plan: _UnpackPlan, args: Sequence[Any]) -> list[str]:
+    """The expressions of the gradients, as ``_unpack`` builds them: an array (a NumPy
+    scalar for a 0-d one) for an array argument, ``{path: gradient}`` for a structure."""
+    grads: list[Any] = [None] * len(args)
+    for argnum, path, j, as_float in plan.leaves:
+        leaf = args[argnum] if path is None else structs.get_path(args[argnum], path)
+        scalar = not as_float and np.ndim(leaf) == 0  # a NumPy scalar, as _scalar
+        g = f"float(outs[{j}])" if as_float else f"outs[{j}][()]" if scalar else f"outs[{j}]"
+        if path is None:
+            grads[argnum] = g
+        else:
+            grads[argnum] = (grads[argnum] or []) + [f"{path!r}: {g}"]
+    return ["None" if g is None else g if isinstance(g, str) else "{" + ", ".join(g) + "}"
+            for g in grads]
 
 
 @dataclass(frozen=True)
