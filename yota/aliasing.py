@@ -24,7 +24,6 @@ import contextlib
 import dis
 import functools
 import sys
-import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +31,8 @@ from typing import Any
 import numpy as np
 
 from yota.ir.types import DTYPE_NAMES
+
+from .patching import NumpyPatch
 
 
 class Storage:
@@ -103,10 +104,8 @@ def permutation(parent_shape: tuple[int, ...], pos: np.ndarray) -> tuple[int, ..
 # -- fresh arrays from NumPy's creation functions ---------------------------------------------
 _CREATIONS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
               "full_like", "eye", "identity")
-_ORIGINAL: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _CREATIONS}
-_local = threading.local()
-_lock = threading.Lock()
-_installed = [0]
+_PATCH = NumpyPatch(_CREATIONS)
+_ORIGINAL = _PATCH.original
 
 
 def _wrapper(name: str) -> Callable[..., Any]:
@@ -115,13 +114,13 @@ def _wrapper(name: str) -> Callable[..., Any]:
     source = _ORIGINAL["zeros_like" if name.endswith("_like") else "zeros"] if empty else None
 
     def create(*args: Any, **kwargs: Any) -> Any:
-        hooks = getattr(_local, "hooks", None)
-        if not hooks or not _called_by_user(name):
+        hook = _PATCH.top()
+        if hook is None or not _called_by_user(name):
             return original(*args, **kwargs)
         value = (source or original)(*args, **kwargs)  # np.empty: zeros, as good as any
         if type(value) is not np.ndarray or value.dtype not in DTYPE_NAMES:
             return value  # float16 and others stay plain: mixed with traced values, an error
-        return hooks[-1](value)
+        return hook(value)
 
     create.__name__ = original.__name__
     create.__doc__ = original.__doc__
@@ -129,7 +128,7 @@ def _wrapper(name: str) -> Callable[..., Any]:
     return create
 
 
-_WRAPPERS = {name: _wrapper(name) for name in _CREATIONS}
+_PATCH.wrap({name: _wrapper(name) for name in _CREATIONS})
 
 
 def _internal(module: str) -> bool:
@@ -187,21 +186,5 @@ def creations(fresh: Callable[[np.ndarray], Any]) -> Iterator[None]:
     >>> type(np.zeros(2)).__name__
     'ndarray'
     """
-    stack = getattr(_local, "hooks", None)
-    if stack is None:
-        stack = _local.hooks = []
-    stack.append(fresh)
-    with _lock:
-        _installed[0] += 1
-        if _installed[0] == 1:
-            for name, w in _WRAPPERS.items():
-                setattr(np, name, w)
-    try:
+    with _PATCH.active(fresh):
         yield
-    finally:
-        stack.pop()
-        with _lock:
-            _installed[0] -= 1
-            if _installed[0] == 0:
-                for name, f in _ORIGINAL.items():
-                    setattr(np, name, f)

@@ -18,9 +18,9 @@ from yota.ir.core import Function
 from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.interpreter import run
 
-from . import aliasing as _aliasing
 from . import structs
 from . import tracer as _tracer
+from .patching import NumpyPatch
 from .primitives import temporary_primitives
 from .randomness import Recorder, UnrecordedDraws, recording
 from .sideeffects import Snapshot
@@ -122,12 +122,13 @@ def suspended() -> Iterator[None]:
     """Run the block as if no trace were active in this thread: compiling and running a
     program inside a traced function (``yota.compile`` there) must see plain NumPy, not
     the trace's hooks (creation functions returning traced constants)."""
-    saved = (getattr(_tracer._local, "stack", None), getattr(_aliasing._local, "hooks", None))
-    _tracer._local.stack, _aliasing._local.hooks = [], []
+    saved = getattr(_tracer._local, "stack", None)
+    _tracer._local.stack = []
     try:
-        yield
+        with NumpyPatch.suspended():
+            yield
     finally:
-        _tracer._local.stack, _aliasing._local.hooks = saved
+        _tracer._local.stack = saved
 
 
 def has_tracers(x: Any) -> bool:

@@ -15,7 +15,6 @@ The shape queries answer with Python ints from the example value (shapes are sta
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +24,7 @@ from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
+from ..patching import NumpyPatch
 from ..userloc import where
 from .registry import QUERIES, LoweringContext, register
 
@@ -58,17 +58,14 @@ class _Hooks:
         return isinstance(obj, (list, tuple)) and any(self.holds(v) for v in obj)
 
 
-_lock = threading.Lock()
-_installed = [0]  # traces running in any thread: the wrappers stay in place while > 0
-_local = threading.local()  # .hooks: this thread's (innermost trace first)
-_ORIGINAL = {name: getattr(np, name) for name in
-             ("array", "asarray", "asanyarray", "ascontiguousarray", "r_", "c_")}
+_PATCH = NumpyPatch(("array", "asarray", "asanyarray", "ascontiguousarray", "r_", "c_"))
+_ORIGINAL = _PATCH.original
 
 
 def _hooks() -> _Hooks | None:
     """This thread's hooks while it traces (other threads' calls go to NumPy at once)."""
-    stack = getattr(_local, "hooks", None)
-    return stack[-1] if stack else None
+    hooks: _Hooks | None = _PATCH.top()
+    return hooks
 
 
 def _refuse(kw: dict[str, Any], fname: str) -> None:
@@ -162,14 +159,14 @@ def _directive(s: str, axis: int, ndmin: int, trans1d: int) -> tuple[int, int, i
     return parts[0], parts[1], parts[2]
 
 
-_WRAPPERS: dict[str, Any] = {
+_PATCH.wrap({
     "array": _wrap_array("array", True),
     "asarray": _wrap_array("asarray", False),
     "asanyarray": _wrap_array("asanyarray", False),
     "ascontiguousarray": _wrap_array("ascontiguousarray", False, min_ndim=1),
     "r_": _Concatenator(_ORIGINAL["r_"], 0, 1, -1),
     "c_": _Concatenator(_ORIGINAL["c_"], -1, 2, 0),
-}
+})
 
 
 @contextlib.contextmanager
@@ -183,21 +180,5 @@ def constructors(is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> 
     ...     np.array([1.0, 2.0]).tolist()
     [1.0, 2.0]
     """
-    stack = getattr(_local, "hooks", None)
-    if stack is None:
-        stack = _local.hooks = []
-    stack.append(_Hooks(is_traced, call))
-    with _lock:
-        _installed[0] += 1
-        if _installed[0] == 1:
-            for name, w in _WRAPPERS.items():
-                setattr(np, name, w)
-    try:
+    with _PATCH.active(_Hooks(is_traced, call)):
         yield
-    finally:
-        stack.pop()
-        with _lock:
-            _installed[0] -= 1
-            if not _installed[0]:
-                for name, orig in _ORIGINAL.items():
-                    setattr(np, name, orig)
