@@ -115,16 +115,8 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
     text = str(mg.module)
     mod = optimize(text, target, opt_level)
     obj = emit_object(mod, target)
-    meta = {
-        "format": 1,
-        "name": fn.name,
-        "inputs": [[list(v.shape), v.dtype.str] for v in fn.inputs],
-        "outputs": [[list(v.shape), v.dtype.str] for v in fn.outputs],
-        "input_labels": list(fn.input_labels),
-        "ws_bytes": mg.ws_bytes,  # type: ignore[attr-defined]
-        "failures": mg.failures,
-        "target": target.key(),
-    }
+    meta = Artifact.describe(fn, mg.ws_bytes, mg.failures,  # type: ignore[attr-defined]
+                             target.key())
     if profile:
         meta["profile"] = {"steps": mg.profile_steps, "offset": mg.profile_offset}
     art = Artifact(obj, meta)

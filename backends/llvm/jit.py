@@ -25,15 +25,17 @@ import llvmlite.binding as llvm
 from .target import Target, init
 
 
-def optimize(text: str, target: Target, level: int = 3) -> llvm.ModuleRef:
-    """Parse, verify and optimize LLVM IR text (loop and SLP vectorization, unrolling)."""
+def optimize(text: str, target: Target, level: int = 3,
+             loop_vectorize: bool = False) -> llvm.ModuleRef:
+    """Parse, verify and optimize LLVM IR text (SLP vectorization and unrolling; LLVM's
+    loop vectorizer only when asked: the llvm backend's kernels are vectorized already)."""
     init()
     mod = llvm.parse_assembly(text)
     mod.verify()
     tm = target.machine(level)
     mod.data_layout = str(tm.target_data)
     pto = llvm.create_pipeline_tuning_options(speed_level=level)
-    pto.loop_vectorization = False  # kernels are vectorized explicitly already
+    pto.loop_vectorization = loop_vectorize and level >= 2
     pto.slp_vectorization = level >= 2
     pto.loop_unrolling = level >= 2
     pb = llvm.create_pass_builder(tm, pto)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from yota.ir.core import Function
 from yota.ir.errors import SignatureError, YotaError
 
 from ..artifact import Artifact as BaseArtifact
@@ -87,6 +88,21 @@ class Artifact(BaseArtifact):
 
     MAGIC = b"YOTAOBJ1"
     KIND = "Yota object"
+
+    @staticmethod
+    def describe(fn: Function, ws_bytes: int, failures: list[Any],
+                 target_key: dict[str, Any]) -> dict[str, Any]:
+        """The JSON description of ``fn``'s object code (format 1)."""
+        return {
+            "format": 1,
+            "name": fn.name,
+            "inputs": [[list(v.shape), v.dtype.str] for v in fn.inputs],
+            "outputs": [[list(v.shape), v.dtype.str] for v in fn.outputs],
+            "input_labels": list(fn.input_labels),
+            "ws_bytes": ws_bytes,
+            "failures": failures,
+            "target": target_key,
+        }
 
 
 class LLVMExecutable:

@@ -17,6 +17,7 @@ from yota.ir.core import Function
 from yota.ir.errors import YotaError
 
 from ..llvm.jit import emit_object, load_object
+from ..llvm.jit import optimize as _optimize
 from ..llvm.loops import loop
 from ..llvm.module import ENTRY, ENTRY_OBJ, _array_entry
 from ..llvm.runtime import Artifact as LLVMArtifact
@@ -97,19 +98,7 @@ def optimize(text: str, target: Any, level: int) -> llvm.ModuleRef:
     """LLVM's pipeline at ``level`` on the translated module: as the llvm backend's, but
     with LLVM's loop vectorizer on (MLIR's loops are scalar; the llvm backend's kernels
     are vectorized as they are generated)."""
-    init()
-    mod = llvm.parse_assembly(text)
-    mod.verify()
-    tm = target.machine(level)
-    mod.data_layout = str(tm.target_data)
-    pto = llvm.create_pipeline_tuning_options(speed_level=level)
-    pto.loop_vectorization = level >= 2
-    pto.slp_vectorization = level >= 2
-    pto.loop_unrolling = level >= 2
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(mod, pb)
-    mod.verify()
-    return mod
+    return _optimize(text, target, level, loop_vectorize=True)
 
 
 ALLOC, FREE = "_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_free"
@@ -259,16 +248,7 @@ def build(fn: Function, target_key: dict[str, Any], opt_level: int) -> MLIRExecu
     ll = vector_variants(str(llvm_module(fn, text, ctx.gemms)), target)
     mod = optimize(ll, target, opt_level)
     obj = emit_object(mod, target)
-    meta = {
-        "format": 1,
-        "name": fn.name,
-        "inputs": [[list(v.shape), v.dtype.str] for v in fn.inputs],
-        "outputs": [[list(v.shape), v.dtype.str] for v in fn.outputs],
-        "input_labels": list(fn.input_labels),
-        "ws_bytes": STATUS_BYTES,
-        "failures": failures,
-        "target": target_key,
-    }
+    meta = LLVMArtifact.describe(fn, STATUS_BYTES, failures, target_key)
     art = Artifact(obj, meta)
     exe = MLIRExecutable(art, load_object(obj, target, [ENTRY, ENTRY_OBJ]), target, fn, ll,
                          str(mod))
