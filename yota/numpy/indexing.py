@@ -88,17 +88,24 @@ def lower_getitem(L: LoweringContext, x: Value, key: Any, out: TensorType) -> Va
     return b.reshape_to(x, out.shape)
 
 
-def _gather(L: LoweringContext, x: Value, key: list[Any]) -> Value:
+def _index_arrays(L: LoweringContext, key: list[Any]) -> tuple[list[int], bool, list[Value]]:
+    """The array part of an indexing ``key`` (slices and arrays, ``None`` for new axes):
+    the axes it indexes, whether they are adjacent in the key (NumPy keeps the advanced
+    dimensions in place only then, no None or slice between them; otherwise they go
+    first), and the index arrays as int64, broadcast to one shape."""
     b = L.b
     dims = [k for k in key if k is not None]
     adv = [ax for ax, k in enumerate(dims) if not isinstance(k, slice)]
-    # NumPy keeps advanced dims in place only if they are adjacent in the key (no None or
-    # slice between them); otherwise they go first.
     positions = [i for i, k in enumerate(key) if k is not None and not isinstance(k, slice)]
     adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
     idx = [L.operand(dims[ax], None, None) for ax in adv]
     shape = tuple(np.broadcast_shapes(*[v.shape for v in idx]))
-    idx = [b.broadcast_to(b.convert_to(v, I64), shape) for v in idx]
+    return adv, adjacent, [b.broadcast_to(b.convert_to(v, I64), shape) for v in idx]
+
+
+def _gather(L: LoweringContext, x: Value, key: list[Any]) -> Value:
+    b = L.b
+    adv, adjacent, idx = _index_arrays(L, key)
     if adjacent:
         return b.gather(x, *idx, axis=adv[0])
     rest = [ax for ax in range(x.ndim) if ax not in adv]
@@ -224,13 +231,7 @@ def lower_write(L: LoweringContext, x: Value, key: Any, value: Any, vshape: tupl
 def _scatter(L: LoweringContext, x: Value, key: list[Any], v: Value, add: bool) -> Value:
     """``x`` with ``x[key] = v`` (or ``+=``, accumulating) for the array part of ``key``."""
     b = L.b
-    dims = [k for k in key if k is not None]
-    adv = [ax for ax, k in enumerate(dims) if not isinstance(k, slice)]
-    positions = [i for i, k in enumerate(key) if k is not None and not isinstance(k, slice)]
-    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
-    idx = [L.operand(dims[ax], None, None) for ax in adv]
-    shape = tuple(np.broadcast_shapes(*[i.shape for i in idx]))
-    idx = [b.broadcast_to(b.convert_to(i, I64), shape) for i in idx]
+    adv, adjacent, idx = _index_arrays(L, key)
     perm = tuple(adv + [ax for ax in range(x.ndim) if ax not in adv])
     moved = not adjacent and perm != tuple(range(x.ndim))
     axis = adv[0] if adjacent else 0
