@@ -1,13 +1,14 @@
 """The LAPACK-level ops (``yota.ir.ops.lapack``) as calls into LAPACK: one emitter per op.
 
-Which LAPACK: the one inside NumPy's own bundled OpenBLAS (``numpy.libs/
-libscipy_openblas64_*.so``), the library ``np.linalg`` itself calls. It is there whenever
-NumPy came from a wheel, already loaded by ``import numpy`` (no extra dependency, no
-second OpenBLAS with its own thread pool competing with the first), and it exports the
-Fortran LAPACK entry points with a prefix and suffix (``scipy_dpotrf_64_``) and ILP64
-integers. The ``scipy-openblas64`` wheel is the same project's build of the same code (a
-newer release: 0.3.34 against NumPy 2.4's 0.3.31, same ``DYNAMIC_ARCH`` kernels), a 27 MB
-install and a second copy of OpenBLAS in the process, for no speed: measured on the
+Which LAPACK: the one in the OpenBLAS that ``target.py`` binds the GEMMs to: Yota's own
+single-threaded instance of the ``scipy-openblas64`` wheel when it is installed (see
+``blas.py``: it exists so that Yota controls its BLAS threading under contention), else
+the one inside NumPy's own bundled OpenBLAS (``numpy.libs/libscipy_openblas64_*.so``),
+the library ``np.linalg`` itself calls. Both are the same project's ILP64 build of the
+same code (the wheel a newer release: 0.3.34 against NumPy 2.4's 0.3.31, same
+``DYNAMIC_ARCH`` kernels) and export the Fortran LAPACK entry points with a prefix and
+suffix (``scipy_dpotrf_64_``). For LAPACK alone the wheel would not have been worth its
+27 MB and its second copy of OpenBLAS in the process: no speed difference, measured on the
 development machine (2 cores, heavily loaded, one thread, medians of 60 calls through
 ctypes), ``dpotrf`` on 512 x 512 took 3.2-10.4 ms from NumPy's library and 5.9-10.3 ms
 from the wheel's, run to run; ``np.linalg.cholesky`` 19-26 ms and Yota's compiled op
