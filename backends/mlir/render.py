@@ -19,6 +19,7 @@ from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
 from . import index as _index  # noqa: F401 - registers gather, scatter_add
+from . import linalg as _linalg  # noqa: F401 - registers the LAPACK-level ops
 from .context import FnCtx, ModuleCtx
 from .emit import EMITTERS
 from .text import location, memref, symbol, tensor

@@ -72,9 +72,11 @@ def check_symbols(mod: llvm.ModuleRef) -> None:
                         "libmlir-22 package, provides memrefCopy)")
 
 
-def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = ()) -> llvm.ModuleRef:
-    """The LLVM IR of the executable module ``text`` with the array entry and the GEMM
-    calls' definitions linked in."""
+def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = (),
+                natives: Any = None) -> llvm.ModuleRef:
+    """The LLVM IR of the executable module ``text`` with the array entry, the GEMM
+    calls' definitions and the LAPACK-level ops' functions (``natives``, a
+    ``linalg.NativeOps``) linked in."""
     init()
     target = host()
     mod = llvm.parse_assembly(tools.translate(tools.lower(text)))
@@ -88,7 +90,10 @@ def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = ()) -> llvm.Mod
     _allocator(wrapper)
     mod.triple = target.triple
     mod.link_in(llvm.parse_assembly(str(wrapper)))
-    for name in [g[0] for g in gemms] + [ALLOC, FREE]:  # defined now: private to the module
+    linalg = list(natives.names) if natives is not None else []
+    if linalg:
+        mod.link_in(llvm.parse_assembly(str(natives.module)))
+    for name in [g[0] for g in gemms] + [ALLOC, FREE] + linalg:  # defined: module-private
         mod.get_function(name).linkage = "internal"
     check_symbols(mod)
     return mod
@@ -245,7 +250,7 @@ def build(fn: Function, target_key: dict[str, Any], opt_level: int) -> MLIRExecu
     target = host()
     text, ctx = executable(fn, blas=target.blas)
     failures = ctx.failures
-    ll = vector_variants(str(llvm_module(fn, text, ctx.gemms)), target)
+    ll = vector_variants(str(llvm_module(fn, text, ctx.gemms, ctx.natives)), target)
     mod = optimize(ll, target, opt_level)
     obj = emit_object(mod, target)
     meta = LLVMArtifact.describe(fn, STATUS_BYTES, failures, target_key)
