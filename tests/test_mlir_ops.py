@@ -6,6 +6,8 @@ axes, special values (0, -0.0, +-inf, NaN, denormals) among the inputs.
 - the programs, compiled by ``backend="mlir"`` (batched into a few compilations), match
   the reference interpreter within ``precision.py``'s per-op tolerance;
 - guards and out-of-range indices raise what the interpreter raises;
+- the LAPACK-level ops (library calls) verify, match the interpreter (batched, on views)
+  and raise its ``LinAlgError`` at the user's line;
 - ops the MLIR renderer has no emitter for: the op-table test lists them (a skip with the
   names, so an op added by another family shows up rather than failing), and exporting
   one raises ``UnsupportedError`` naming it. Ops *with* an emitter must all appear in
@@ -27,11 +29,12 @@ from yota.backends.mlir.emit import EMITTERS
 from yota.ir import OPS, Builder, Function, TensorType, run
 from yota.ir.autodiff import vjp
 from yota.ir.core import Op
-from yota.ir.errors import UnsupportedError
+from yota.ir.errors import LinAlgError, UnsupportedError
 from yota.ir.passes import optimize
 
 sys.path.insert(0, str(Path(__file__).parent))
 import irgen  # noqa: E402
+import test_linalg_native as linalg_native  # noqa: E402
 from backend_cases import (  # noqa: E402
     BOOL_BINARY,
     FLOAT_BINARY,
@@ -46,7 +49,7 @@ from backend_cases import (  # noqa: E402
     sample,
     unary_program,
 )
-from mlir_cases import check_batch, compare, needs_mlir, verify_exports  # noqa: E402
+from mlir_cases import check_batch, compare, merge, needs_mlir, verify_exports  # noqa: E402
 
 Program = tuple[str, Function, list[np.ndarray]]
 
@@ -264,10 +267,50 @@ def _call_guard() -> Function:
     return b.build([r[0], r[1]])
 
 
+# -- LAPACK-level ops: library calls (tolerances as test_linalg_native.py's) ------------------
+LapackCase = tuple[str, int, Function, list[np.ndarray], list[np.ndarray]]  # case, n, fn, args, xs
+CONFIGS = [((), 5, "plain"), ((3,), 4, "transposed"), ((2, 2), 3, "strided"),
+           ((3,), 6, "broadcast")]
+
+
+def _lapack_cases(rng: np.random.Generator, dt: np.dtype) -> list[LapackCase]:
+    """Every LAPACK-level op (both triangles, both SVD shapes, every triangular-solve
+    flag...) on operands that are views in the program (transposed, strided, a broadcast
+    batch), batched and not, an empty batch and an SVD of an empty matrix."""
+    out: list[LapackCase] = []
+    for i, case in enumerate(sorted(linalg_native.SAME_ROUTINE)):
+        make, inputs = linalg_native.SAME_ROUTINE[case]
+        for batch, n, layout in (CONFIGS[i % 4], CONFIGS[(i + 1) % 4]):
+            xs = inputs(rng, batch, n, dt)
+            out.append((case, n, *linalg_native.program(make, xs, layout), xs))
+    for flags in range(8):
+        def tri(b: Builder, a: object, c: object, f: int = flags) -> object:
+            return b.triangular_solve(a, c, lower=bool(f & 1), transpose=bool(f & 2),
+                                      unit_diagonal=bool(f & 4))
+        batch, n, layout = CONFIGS[flags % 4]
+        xs = [linalg_native.dominant(rng, batch + (n, n), dt),
+              rng.standard_normal(batch + (n, 2)).astype(dt)]
+        out.append(("triangular_solve", n, *linalg_native.program(tri, xs, layout), xs))
+    for batch, n, layout in CONFIGS[:3]:
+        xs = [rng.standard_normal(batch + (n, n)).astype(dt)]
+        out.append(("lu", n, *linalg_native.program(lambda b, a: b.lu(a), xs, layout), xs))
+    xs = [np.zeros((0, 3, 3), dt)]
+    out.append(("empty", 3, *linalg_native.program(lambda b, a: b.cholesky(a), xs), xs))
+    xs = [np.zeros((2, 3, 0), dt)]
+    out.append(("empty", 3, *linalg_native.program(
+        lambda b, a: b.svd(a, full_matrices=True), xs), xs))
+    return out
+
+
+def _lapack(rng: np.random.Generator) -> list[Program]:
+    return [(f"{case} n={n} {dt}", fn, args) for dt in (linalg_native.F32, linalg_native.F64)
+            for case, n, fn, args, _ in _lapack_cases(rng, dt)]
+
+
 def all_programs() -> list[Program]:
     rng = np.random.default_rng(0)
     return (_elementwise(rng) + _reductions(rng) + _shapes(rng) + _indexing(rng)
-            + _writes(rng) + _products(rng) + _misc(rng))
+            + _writes(rng) + _products(rng) + _misc(rng) + _lapack(rng))
 
 
 def _ops(fn: Function) -> set[str]:
@@ -384,3 +427,87 @@ def test_signature_and_out_arrays() -> None:
     out = np.empty(3, np.float32)
     assert exe(np.ones(3, np.float32), out=[out])[0] is out and out.tolist() == [-1, -1, -1]
     assert exe(np.arange(6.0)[::2]) [0].tolist() == [-0.0, -2.0, -4.0]
+
+
+@needs_mlir
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_lapack_ops_match_the_interpreter(dt: type) -> None:
+    """All the LAPACK-level programs of a dtype merged into one compilation; each result
+    within test_linalg_native.py's tolerance of the interpreter's (the same routines on
+    the same column-major float64 copies: ``ULPS * n * sensitivity``; the
+    triangular solve and LU against the interpreter's own algorithms: ``50 n``, and
+    ``x 10`` for LU's pivot growth; permutations exactly)."""
+    cases = _lapack_cases(np.random.default_rng(5), np.dtype(dt))
+    got = iter(mlir.compile(merge([fn for _, _, fn, _, _ in cases]))(
+        *[a for _, _, _, args, _ in cases for a in args]))
+    for case, n, fn, args, xs in cases:
+        for w in run(fn, *args):
+            g = next(got)
+            assert g.shape == w.shape and g.dtype == w.dtype, case
+            if case == "lu" and w.dtype.kind == "i":
+                np.testing.assert_array_equal(g, w)
+            elif case in ("lu", "triangular_solve"):
+                linalg_native.close(g, w, 50 * n * (10 if case == "lu" else 1))
+            elif case == "empty":  # SVD without singular values: identities, exactly
+                np.testing.assert_array_equal(g, w)
+            else:
+                linalg_native.close(g, w, linalg_native.ULPS * n
+                                    * linalg_native.sensitivity(case, xs[0]))
+    assert next(got, None) is None
+
+
+def test_lapack_ops_export_as_library_calls() -> None:
+    """A call of a declared ``@yota_linalg_<op>_<dtype><attributes>`` on unranked
+    tensors, at the op's location; one declaration per name."""
+    b = Builder("f")
+    a = b.input(TensorType("f32", (2, 3, 3)))
+    c = b.input(TensorType("f32", (3, 3)))
+    with b.at("model.py:4"):
+        x = b.triangular_solve(a, a, lower=True, transpose=False, unit_diagonal=True)
+        y = b.triangular_solve(c, c, lower=True, transpose=False, unit_diagonal=True)
+        w, v = b.eigh(c, lower=False)
+    text = mlir.export(b.build([x, y, w, v]))
+    name = "yota_linalg_triangular_solve_f32_lower1_transpose0_unit_diagonal1"
+    assert text.count(f"func.func private @{name}(tensor<*xf32>, tensor<*xf32>) -> "
+                      "(tensor<*xf32>)") == 1
+    assert text.count(f"func.call @{name}(") == 2
+    assert "func.call @yota_linalg_eigh_f32_lower0(" in text
+    assert all('loc("model.py":4:0)' in line for line in text.splitlines() if "call" in line)
+
+
+@needs_mlir
+@pytest.mark.parametrize("case", ["cholesky", "solve", "svdvals"])
+def test_lapack_failures_raise_as_the_interpreter(case: str) -> None:
+    """``info > 0`` (not positive definite, singular; a NaN in an SVD) raises the
+    interpreter's ``LinAlgError`` (message, the user's line); the executable stays
+    usable."""
+    make, xs, message = linalg_native.FAILS[case]
+    fn, args = linalg_native.program(make, xs, loc="model.py:12")
+    exe = mlir.compile(fn)
+    with pytest.raises(LinAlgError) as got:
+        exe(*args)
+    with pytest.raises(LinAlgError) as want:
+        run(fn, *args)
+    assert str(got.value) == str(want.value)
+    assert message in str(got.value) and "model.py:12" in str(got.value)
+    good = [np.broadcast_to(np.eye(*x.shape[-2:]), x.shape) if i == 0 else x
+            for i, x in enumerate(args)]
+    for g, w in zip(exe(*good), run(fn, *good), strict=True):
+        np.testing.assert_allclose(g, w, atol=1e-12)
+
+
+@needs_mlir
+def test_the_first_lapack_failure_is_reported() -> None:
+    """Two failing ops (a singular solve, then a non-PD Cholesky): the first one's error,
+    as the interpreter stops there."""
+    b = Builder("f")
+    a = b.input(TensorType("f64", (3, 3)))
+    with b.at("model.py:5"):
+        x = b.solve(a, a)
+    with b.at("model.py:6"):
+        y = b.cholesky(b.neg(a))
+    fn = b.build([x, y])
+    with pytest.raises(LinAlgError, match=r"^Singular matrix \(np.linalg 'solve' at model.py:5\)$"):
+        mlir.compile(fn)(np.ones((3, 3)))
+    with pytest.raises(LinAlgError, match="not positive definite.*model.py:6"):
+        mlir.compile(fn)(np.eye(3))
