@@ -21,8 +21,10 @@ Public API
 ``export(fn) -> str``
     The module: ``func``, ``arith``, ``math``, ``tensor``, ``linalg`` (``scf`` loops for
     ``scatter_add``, ``cf.assert`` for guards), each op located at Yota's provenance
-    (``loc("model.py":12:0)``). ``mlir-opt-22`` parses and verifies it. An op it cannot
-    express raises ``UnsupportedError`` naming the op.
+    (``loc("model.py":12:0)``). ``mlir-opt-22`` parses and verifies it. The LAPACK-level
+    ops are library calls, not upstream ops: ``func.call @yota_linalg_<op>_<dtype>...``
+    of a declared external function (``linalg.py``). An op it cannot express raises
+    ``UnsupportedError`` naming the op.
 ``lowered(fn) -> str``
     The executable module after ``PIPELINE`` (the LLVM dialect).
 ``compile(fn, *, opt_level=3) -> MLIRExecutable``
@@ -38,8 +40,9 @@ Public API
     Finding ``mlir-opt-22`` / ``mlir-translate-22`` (``tools.missing()`` says why not).
 
 In the executable module, float matrix products call the llvm backend's BLAS GEMMs (on
-contiguous buffers) and libm calls carry their libmvec vector variants for LLVM's loop
-vectorizer; integer products are ``linalg.matmul`` loops. The README's MLIR section says
+contiguous buffers), the LAPACK-level ops call functions the llvm backend's own lowering
+of each op defines (``linalg.py``), and libm calls carry their libmvec vector variants for
+LLVM's loop vectorizer; integer products are ``linalg.matmul`` loops. The README's MLIR section says
 where this backend stands against the llvm one.
 """
 
