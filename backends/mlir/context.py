@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from yota.ir.core import Function, Op, Value
+from yota.ir.core import Function, Value
 from yota.ir.types import BOOL, TensorType
 
 from .text import Lines, affine_map, elem, identity_map, tensor
@@ -30,15 +30,6 @@ class ModuleCtx:
         self.functions: dict[str, str] = {}  # IR name -> rendered text
         self.render: Callable[[Function], None] = lambda fn: None  # set by render.py
         self.natives: Any = None  # linalg.NativeOps: the LAPACK-level ops' functions
-
-    def linalg(self, op: Op, op_index: int) -> Any:
-        """The native function (an llvmlite function) of LAPACK-level ``op``, the
-        ``op_index``-th op of its function, built by the llvm backend (``linalg.py``)."""
-        if self.natives is None:
-            from .linalg import NativeOps
-
-            self.natives = NativeOps()
-        return self.natives.add(op, op_index, self.failure)
 
     def failure(self, record: dict[str, Any]) -> int:
         self.failures.append(record)

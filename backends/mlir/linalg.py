@@ -88,7 +88,9 @@ def _native(c: FnCtx, op: Op) -> None:
     """The executable module: a call of this op's native function (``NativeOp``) on flat
     buffers; its status merged into the function's."""
     L = c.L
-    native = c.mod.linalg(op, c.op_index)
+    if c.mod.natives is None:
+        c.mod.natives = NativeOps()
+    native = c.mod.natives.add(op, c.op_index, c.mod.failure)
     ins, outs = [], []
     for v in op.operands:
         flat = c.reshape(c.name(v), v.type, _flat(v).shape)
