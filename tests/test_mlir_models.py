@@ -2,7 +2,9 @@
 (quick sizes) export to modules ``mlir-opt-22`` verifies (gradient and optimized stages),
 and ``yota.grad(..., backend="mlir")`` gives the llvm backend's value and gradients; the
 ``yota-ir mlir`` command; compiled programs saved, reloaded and found in the on-disk
-cache by a new process."""
+cache by a new process; LAPACK failures (``LinAlgError``) at the user's line, and an object
+calling LAPACK loaded in a new process. The Gaussian-process workload W8 (``cholesky``,
+``triangular_solve``) is among the benchmark workloads."""
 
 from __future__ import annotations
 
@@ -126,6 +128,59 @@ def test_bench_workloads_export_and_match_llvm(w: Any) -> None:
     tol = bench.tolerance(w.dtype)
     assert _close(v1, v2, tol)
     _same_grads(g1, g2, tol)
+
+
+def _chol_sum(a: Any) -> Any:
+    return np.sum(np.linalg.cholesky(a))
+
+
+@needs_mlir
+def test_linalg_error_at_the_users_line() -> None:
+    """``yota.grad(..., backend="mlir")`` of a Cholesky: the llvm backend's gradient, and
+    a matrix that is not positive definite raises ``LinAlgError`` at this file's line."""
+    import inspect
+
+    from yota.ir.errors import LinAlgError
+
+    line = inspect.getsourcelines(_chol_sum)[1] + 1
+    a = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]])
+    v1, g1 = yota.grad(_chol_sum, a, backend="mlir", cache=False)
+    v2, g2 = yota.grad(_chol_sum, a, backend="llvm", cache=False)
+    assert _close(v1, v2, 1e-12)
+    np.testing.assert_allclose(g1[0], g2[0], rtol=1e-12, atol=1e-12)
+    with pytest.raises(LinAlgError, match=rf"not positive definite .*test_mlir_models\.py:{line}"):
+        yota.grad(_chol_sum, -np.eye(3), backend="mlir", cache=False)
+
+
+LOAD_LINALG = """
+import sys, numpy as np
+from yota.backends import mlir
+exe = mlir.load(open(sys.argv[1], "rb").read())
+print(exe(4 * np.eye(2))[0].tolist())
+try:
+    exe(-np.eye(2))
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+
+
+@needs_mlir
+def test_linalg_object_loads_in_a_new_process(tmp_path: Path) -> None:
+    """The LAPACK routines are bound by name when the object is loaded: saved object
+    code runs (and fails) in another process."""
+    from yota.ir import Builder, TensorType
+
+    b = Builder("c")
+    x = b.input(TensorType("f64", (2, 2)))
+    with b.at("model.py:9"):
+        fn = b.build([b.cholesky(x)])
+    path = tmp_path / "chol.obj"
+    path.write_bytes(mlir.save(mlir.compile(fn)))
+    got = subprocess.run([sys.executable, "-c", LOAD_LINALG, str(path)], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    assert got == ["[[2.0, 0.0], [0.0, 2.0]]",
+                   "LinAlgError Matrix is not positive definite (np.linalg 'cholesky' at "
+                   "model.py:9)"]
 
 
 @needs_mlir
