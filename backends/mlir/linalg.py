@@ -85,7 +85,7 @@ def _flat(v: Value) -> Any:
 
 
 def _native(c: FnCtx, op: Op) -> None:
-    """The executable module: a call of this op's native function (``NativeOp``) on flat
+    """The executable module: a call of this op's native function (``NativeOps.add``) on flat
     buffers; its status merged into the function's."""
     L = c.L
     if c.mod.natives is None:
