@@ -74,3 +74,18 @@ def test_an_edit_to_any_code_shaping_source_changes_the_key(tmp_path: Path) -> N
     assert out["unchanged"] == [], out["unchanged"]
     assert sorted(out["changed"]) == sorted(names)
     assert out["others"] > 0 and out["restored"]
+
+
+def test_a_backend_built_on_another_hashes_that_ones_sources_too() -> None:
+    """The mlir backend runs through the llvm backend's JIT, entry and LAPACK lowering
+    (``BUILDS_ON``): an edit there must invalidate mlir objects; the llvm backend's key
+    does not depend on the mlir package."""
+    import yota.cache as cache
+    from yota.backends import get_backend
+
+    mlir = [n for n, _ in cache.source_files(get_backend("mlir"))]
+    llvm = [n for n, _ in cache.source_files(get_backend("llvm"))]
+    assert "backends/llvm/lapack.py" in mlir and "backends/mlir/__init__.py" in mlir
+    assert set(llvm) < set(mlir)
+    assert not any(n.startswith(("backends/mlir/", "backends/cuda/")) for n in llvm)
+    assert not any(n.startswith("backends/cuda/") for n in mlir)

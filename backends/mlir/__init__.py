@@ -62,6 +62,7 @@ __all__ = ["export", "executable", "lowered", "compile", "save", "load", "target
            "options_key", "tools", "MLIRExecutable", "Artifact", "PIPELINE", "ENTRY"]
 
 PIPELINE = tools.PIPELINE
+BUILDS_ON = ("llvm",)  # its JIT, entry, GEMM and LAPACK lowering: in the cache key's sources
 stats = {"compiles": 0, "loads": 0}
 
 

@@ -141,7 +141,9 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
     """Every source file that can change the code compiled for ``backend_module`` or its
     calling convention, as (name, path): the front end that builds the IR (``yota/``), the
     IR package (ops, rules, passes), the backend-neutral modules of ``yota.backends`` and
-    the backend's own package. Other backends' packages are left out."""
+    the backend's own package, and the packages of the backends it builds on (its
+    ``BUILDS_ON``: the mlir backend runs through the llvm backend's JIT, entry and LAPACK
+    lowering). Other backends' packages are left out."""
     from yota import backends as backends_pkg
     from yota import ir as ir_pkg
 
@@ -149,7 +151,9 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
     groups = {"yota": str(yota_dir), "ir": str(Path(ir_pkg.__file__).parent),
               "backends": str(Path(backends_pkg.__file__).parent)}
     real = {g: os.path.realpath(d) for g, d in groups.items()}
-    own = os.path.realpath(Path(backend_module.__file__).parent)
+    own_dir = Path(backend_module.__file__).parent
+    owns = [os.path.realpath(own_dir)] + [os.path.realpath(own_dir.parent / name)
+                                          for name in getattr(backend_module, "BUILDS_ON", ())]
     out: dict[str, str] = {}
     for group, root in groups.items():
         nested = [d for d in real.values() if _inside(d, real[group])]  # the wheel's yota/ir
@@ -158,10 +162,10 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
             d, here, prefix = todo.pop()
             if any(here == n or _inside(here, n) for n in nested):
                 continue  # a nested group: hashed under its own name
-            files = here == real[group] or here == own or _inside(here, own) or \
-                group != "backends"  # else another backend's package (or a way to own)
-            if not files and not _inside(own, here):
-                continue
+            files = here == real[group] or group != "backends" or \
+                any(here == o or _inside(here, o) for o in owns)
+            if not files and not any(_inside(o, here) for o in owns):
+                continue  # another backend's package (not a way to one of ours)
             try:
                 entries = sorted(os.scandir(d), key=lambda e: e.name)
             except OSError:
