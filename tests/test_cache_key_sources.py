@@ -80,8 +80,9 @@ def test_a_backend_built_on_another_hashes_that_ones_sources_too() -> None:
     """The mlir backend runs through the llvm backend's JIT, entry and LAPACK lowering
     (``BUILDS_ON``): an edit there must invalidate mlir objects; the llvm backend's key
     does not depend on the mlir package."""
-    import yota.cache as cache
     from yota.backends import get_backend
+
+    import yota.cache as cache
 
     mlir = [n for n, _ in cache.source_files(get_backend("mlir"))]
     llvm = [n for n, _ in cache.source_files(get_backend("llvm"))]
