@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from ..program import FnPlan, StepTimes
-from ..signature import check_arity
 from .runtime import CudaExecutable
 
 
@@ -45,13 +44,7 @@ class ProfiledCudaExecutable(CudaExecutable):
         starts, ends = np.zeros(n, np.int64), np.zeros(n, np.int64)
         t0 = time.monotonic_ns()
         try:
-            check_arity(self.name, len(self._in), args)
-            arrs = [self._input(i, a) for i, a in enumerate(args)]
-            outs = [dev.empty(s, d) for s, d in self._out]
-            ws = dev.empty((max(self._main.ws_bytes, 1),), np.dtype(np.uint8))
-            ws_addr = dev.address(ws)
-            if self.module.failures:
-                dev.memset(ws_addr, 16)
+            arrs, outs, ws, ws_addr = self._buffers(args)
             ins, outa = [dev.address(a) for a in arrs], [dev.address(o) for o in outs]
             dev.synchronize()
             for s, plan in enumerate(self._groups):

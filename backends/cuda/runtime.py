@@ -237,7 +237,9 @@ class CudaExecutable:
         self._main = module.plans[module.main]
         self._programs: dict[str, list[tuple[Any, ...]]] = {}
 
-    def __call__(self, *args: Any) -> list[Any]:
+    def _buffers(self, args: tuple[Any, ...]) -> tuple[list[Any], list[Any], Any, int]:
+        """A call's inputs on the device, its fresh outputs, and its workspace with its
+        address (the failure words zeroed)."""
         dev = self.device
         check_arity(self.name, len(self._in), args)
         arrs = [self._input(i, a) for i, a in enumerate(args)]
@@ -246,6 +248,11 @@ class CudaExecutable:
         ws_addr = dev.address(ws)
         if self.module.failures:
             dev.memset(ws_addr, 16)
+        return arrs, outs, ws, ws_addr
+
+    def __call__(self, *args: Any) -> list[Any]:
+        dev = self.device
+        arrs, outs, ws, ws_addr = self._buffers(args)
         self._run(self._main, [dev.address(a) for a in arrs],
                   [dev.address(o) for o in outs], ws_addr, ws_addr, keep=(arrs, ws))
         if self.module.failures:
