@@ -56,6 +56,7 @@ ARRAY_ABI_OK = _array_abi_ok()
 
 
 RECYCLE_MIN_BYTES = 1 << 20
+GIL_BYTES = 1 << 16  # a native call on this many bytes of inputs and outputs frees the GIL
 
 
 class Recycler:
@@ -131,7 +132,8 @@ class LLVMExecutable:
         self._ws_bytes = int(meta["ws_bytes"])
         self._failures = meta["failures"]
         nargs = len(self._in) + len(self._out) + 1
-        self._entry = cfunc(loaded.addresses[ENTRY], nargs)
+        self._entry_addr = loaded.addresses[ENTRY]
+        self._entry = cfunc(self._entry_addr, nargs)
         self._entry_obj = cfunc(loaded.addresses[ENTRY_OBJ], nargs)
         self._by_object = ARRAY_ABI_OK
         self._pool: list[tuple[np.ndarray, int]] = []
@@ -177,6 +179,37 @@ class LLVMExecutable:
                  "    return general(args, out)"]
         exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
         return ns["stub"]
+
+    # -- native entries (pyentry.py) ----------------------------------------------------
+    def native_plan(self) -> Any:
+        """A ``pyentry.Plan`` to call this program from native code, or None where that
+        is not available. The caller adds the argument checks (loading input ``i``'s data
+        into slot ``i``), then ``native_run``, then the result's ops."""
+        if type(self) is not LLVMExecutable or not ARRAY_ABI_OK:
+            return None  # (a profiled executable times its calls in Python)
+        from . import pyentry
+
+        nslots = len(self._in) + len(self._out) + 1
+        if nslots > pyentry.MAX_ARGS or not pyentry.available():
+            return None
+        return pyentry.Plan(nslots)
+
+    def native_run(self, plan: Any, scratch: set[int]) -> None:
+        """Add to ``plan`` the outputs (those in ``scratch``, 0-d ones the result reads
+        as scalars, in a scratch buffer; large ones from their recycler; others new) and
+        the call, with a workspace from the pool; the GIL is released around long calls."""
+        n = len(self._in)
+        for j, (shape, dt) in enumerate(self._out):
+            if j in scratch:
+                assert shape == () and dt.itemsize <= 16
+                plan.out_scratch(n + j)
+            elif j in self._recycle:
+                plan.out_call(n + j, self._recycle[j].take)
+            else:
+                plan.out_new(n + j, dt, shape)
+        size = sum(int(np.prod(s)) * d.itemsize for s, d, *_ in self._in + self._out)
+        plan.run(self._entry_addr, n + len(self._out), self._pool, self._workspace,
+                 release_gil=size >= GIL_BYTES)
 
     def _call(self, args: Sequence[Any], out: Sequence[np.ndarray] | None = None
               ) -> list[np.ndarray]:

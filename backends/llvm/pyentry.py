@@ -1,0 +1,302 @@
+"""Native Python entry points: a compiled program called from Python without a Python
+frame of its own.
+
+A call of a compiled program through Python code costs microseconds: the arguments are
+checked one by one, output arrays are made by ``np.empty``, the native code is reached
+through ctypes, and the result objects are built by the interpreter. Here one native
+function does all of it, with the CPython calling convention (``METH_O``): a builtin
+function object made by ``PyCFunction_NewEx`` whose ``self`` is a tuple holding a *plan*
+(a ``bytes`` object of 64-bit words) and every Python object the plan refers to.
+
+The plan is a small program that the native *dispatcher* interprets: it checks the
+argument tuple (types, dtypes, shapes, contiguity and alignment of arrays, constants,
+lengths of tuples and lists), allocates the outputs (through NumPy's C API, or a Python
+callable such as a recycler), takes a workspace from a Python list (or makes one with a
+Python callable), calls the program's ``yota_main`` entry (``module.py``), and builds
+the result objects on a stack (floats, NumPy scalars, lists, tuples, dicts, calls of
+Python callables, attribute updates). Whatever does not fit the plan (another type,
+shape or layout, an allocation that fails, a nonzero return code of the program) returns
+``None`` with no exception set, after releasing everything it made: the caller then runs
+its general path, which repeats the call there and reports errors as usual.
+
+The dispatcher is one LLVM module compiled once per process and kept in the object cache
+(``jit.cached_object``); it refers to Python's and NumPy's C functions by name (bound with
+``llvm.add_symbol`` at load time) and to Python objects only through the plan, so no
+address is part of any cached code. ``available()`` checks the CPython and NumPy object
+layouts the dispatcher reads directly; where they differ, nothing here is used.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+import sys
+import sysconfig
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .target import ARRAY_ABI
+
+NAME = "yota_pyentry"
+
+# CPython object layout (64-bit, GIL build): ob_type, ob_size of a variable-size object,
+# the first item of a tuple, the item vector of a list, the bytes of a bytes object.
+OB_TYPE, OB_SIZE, TUPLE_ITEMS, LIST_ITEMS, BYTES_DATA = 8, 16, 24, 24, 32
+ARRAY_DESCR = 56  # PyArrayObject.descr
+METH_O = 0x0008
+# the most pointer arguments (inputs, outputs, workspace) of a program called (_Gen._kernel)
+EXACT_ARGS = 16
+PADDED_ARGS = (32, 64) if platform.machine() in ("x86_64", "AMD64") else ()
+MAX_ARGS = max((EXACT_ARGS, *PADDED_ARGS))
+HEADER = 4  # plan words before the first op: slots, registers, stack depth, None
+
+# opcodes (see _Gen for each one's operand words)
+(SEQ, ITEM_T, ITEM_L, ARRAY, IS, EQ, OUT_NEW, OUT_CALL, OUT_SCRATCH, RUN, PUSH_OUT,
+ PUSH_FLOAT, PUSH_SCALAR, PUSH_OBJ, LIST, TUPLE, DICT, CALL, INCR, SETATTR,
+ RETURN) = range(1, 22)
+
+# The Python C API functions the dispatcher calls: name -> signature (result, arguments:
+# p pointer, i int32, l int64, d double, v void).
+PY_API: dict[str, str] = {
+    "Py_IncRef": "v p", "Py_DecRef": "v p", "PyErr_Clear": "v",
+    "PyObject_RichCompareBool": "i ppi", "PyFloat_FromDouble": "p d",
+    "PyObject_Vectorcall": "p pplp", "PyObject_CallNoArgs": "p p",
+    "PyList_New": "p l", "PyList_SetItem": "i plp", "PyList_Append": "i pp",
+    "PyTuple_New": "p l", "PyTuple_SetItem": "i plp",
+    "PyDict_New": "p", "PyDict_SetItem": "i ppp",
+    "PyObject_GetAttr": "p pp", "PyObject_SetAttr": "i ppp", "PyNumber_Add": "p pp",
+    "PyLong_AsVoidPtr": "p p", "PyEval_SaveThread": "p", "PyEval_RestoreThread": "v p",
+}
+# NumPy's C API, from its ``_ARRAY_API`` table: our name -> (index, signature).
+NP_API: dict[str, tuple[int, str]] = {
+    "yota_npy_NewFromDescr": (94, "p ppipppip"),
+    "yota_npy_Scalar": (60, "p ppp"),
+}
+_NP_TYPE_INDEX = 2  # PyArray_API[2] is &PyArray_Type
+
+
+# -- the layout checks ------------------------------------------------------------------------
+def _numpy_api() -> int | None:
+    """The address of NumPy's C API table (``_ARRAY_API``), or None."""
+    try:
+        from numpy._core import _multiarray_umath as mu  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - NumPy 1.x
+        from numpy.core import _multiarray_umath as mu  # type: ignore[no-redef]
+    cap = getattr(mu, "_ARRAY_API", None)
+    if cap is None:  # pragma: no cover
+        return None
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    try:
+        return get(cap, None)
+    except ValueError:  # pragma: no cover
+        return None
+
+
+def _np_function(table: int, index: int) -> int:
+    return ctypes.c_void_p.from_address(table + 8 * index).value or 0
+
+
+def _layout_ok() -> bool:
+    """Whether this interpreter and NumPy have the object layout the dispatcher reads."""
+    if sys.implementation.name != "cpython" or sys.version_info < (3, 9) \
+            or ctypes.sizeof(ctypes.c_void_p) != 8 or sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return False
+    word = lambda addr: ctypes.c_void_p.from_address(addr).value or 0  # noqa: E731
+    t, lst, b = (object(), 7), [object(), 8], b"plan words"
+    a = np.zeros((2, 3))
+    table = _numpy_api()
+    return (table is not None and _np_function(table, _NP_TYPE_INDEX) == id(np.ndarray)
+            and word(id(t) + OB_TYPE) == id(tuple) and word(id(t) + OB_SIZE) == 2
+            and word(id(t) + TUPLE_ITEMS) == id(t[0]) and word(id(lst) + OB_SIZE) == 2
+            and word(word(id(lst) + LIST_ITEMS)) == id(lst[0])
+            and ctypes.string_at(id(b) + BYTES_DATA, len(b)) == b
+            and word(id(a) + ARRAY_DESCR) == id(a.dtype)
+            and word(id(a) + ARRAY_ABI["data"]) == a.ctypes.data)
+
+
+_lock = threading.Lock()
+_state: dict[str, Any] = {}
+
+
+def available() -> bool:
+    """Whether native entries can be made in this process (checked once)."""
+    ok = _state.get("ok")
+    if ok is None:
+        try:
+            ok = _layout_ok()
+        except (ValueError, OSError, AttributeError):  # pragma: no cover
+            ok = False
+        _state["ok"] = ok
+    return bool(ok)
+
+
+def _dispatcher() -> int:
+    """The address of the compiled dispatcher (compiled or loaded once per process)."""
+    addr = _state.get("addr")
+    if addr is not None:
+        return int(addr)
+    with _lock:
+        if "addr" not in _state:
+            from . import jit
+            from . import target as target_mod
+
+            target_mod.init()
+            bind = getattr(target_mod, "bind_symbol", None)
+            if bind is None:  # (older loaders: LLVM's table only)
+                import llvmlite.binding as llvm
+
+                bind = llvm.add_symbol
+            for name in PY_API:
+                bind(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+            table = _numpy_api()
+            assert table is not None
+            for name, (index, _) in NP_API.items():
+                bind(name, _np_function(table, index))
+            target = target_mod.host()
+            loaded = _load_dispatcher(jit, target)
+            _state["engine"] = loaded.engine  # the code lives as long as the process
+            _state["addr"] = loaded.addresses[NAME]
+    return int(_state["addr"])
+
+
+def _load_dispatcher(jit: Any, target: Any) -> Any:
+    from . import pyentry_ir
+
+    build = lambda: str(pyentry_ir.module(target.triple))  # noqa: E731
+    by_spec = getattr(jit, "runtime_module", None)
+    if by_spec is not None:  # the object found by its sources, without building the IR
+        spec = {"name": NAME, "triple": target.triple, "max_args": MAX_ARGS}
+        return by_spec(spec, [__file__, pyentry_ir.__file__], build, target, [NAME])
+    return jit.load_object(jit.cached_object(build(), target), target, [NAME])
+
+
+# -- plans ------------------------------------------------------------------------------------
+class Plan:
+    """A plan under construction: ``words`` and the objects they refer to (``keep``).
+
+    Registers hold borrowed references to parts of the argument tuple (register 0 is the
+    tuple itself); slots are the pointers the program gets (inputs, outputs, workspace);
+    the stack holds new references while the result is built."""
+
+    def __init__(self, nslots: int) -> None:
+        self.nslots = nslots
+        self.words: list[int] = []
+        self.keep: list[Any] = []
+        self.nregs = 1
+        self.depth = self.max_depth = 0
+
+    def ref(self, obj: Any) -> int:
+        self.keep.append(obj)
+        return id(obj)
+
+    def _op(self, *words: int, push: int = 0) -> None:
+        self.words.extend(int(w) for w in words)
+        self.depth += push
+        self.max_depth = max(self.max_depth, self.depth)
+
+    # argument checks
+    def seq(self, reg: int, typ: type, n: int) -> list[int]:
+        """Check that register ``reg`` holds a ``typ`` (tuple or list) of ``n`` items; the
+        registers its items are loaded into."""
+        self._op(SEQ, reg, self.ref(typ), n)
+        regs = []
+        for i in range(n):
+            regs.append(self.nregs)
+            self._op(ITEM_T if typ is tuple else ITEM_L, self.nregs, reg, i)
+            self.nregs += 1
+        return regs
+
+    def array(self, reg: int, dtype: np.dtype, shape: tuple[int, ...], slot: int) -> None:
+        """Check that register ``reg`` holds an ndarray (exactly) of ``dtype`` (the
+        same descriptor object) and ``shape``, C-contiguous and aligned; its data goes to
+        ``slot``."""
+        self._op(ARRAY, reg, self.ref(np.ndarray), self.ref(dtype), len(shape), slot, *shape)
+
+    def is_(self, reg: int, obj: Any) -> None:
+        self._op(IS, reg, self.ref(obj))
+
+    def equal(self, reg: int, obj: Any) -> None:
+        """Check that register ``reg`` holds a ``type(obj)`` (exactly) equal to ``obj``."""
+        self._op(EQ, reg, self.ref(type(obj)), self.ref(obj))
+
+    # outputs and the call
+    def out_new(self, slot: int, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        self._op(OUT_NEW, slot, self.ref(np.ndarray), self.ref(dtype), len(shape), *shape)
+
+    def out_call(self, slot: int, make: Callable[[], np.ndarray]) -> None:
+        """An output array made by ``make()`` (a C-contiguous array of the right shape and
+        dtype, e.g. a recycled one)."""
+        self._op(OUT_CALL, slot, self.ref(make))
+
+    def out_scratch(self, slot: int) -> None:
+        """An output of at most 16 bytes written to a scratch buffer (read by
+        ``push_float``/``push_scalar``)."""
+        self._op(OUT_SCRATCH, slot)
+
+    def run(self, entry: int, ws_slot: int, pool: list[Any],
+            new_workspace: Callable[[], tuple[Any, int]], release_gil: bool) -> None:
+        """Call the program's ``i32 yota_main(ptr in0, ..., ptr out0, ..., ptr ws)`` at
+        ``entry`` on slots ``0..ws_slot`` (``ws_slot < MAX_ARGS``), with a workspace
+        ``(buffer, address)`` popped from ``pool`` (or made) and pushed back after."""
+        assert ws_slot < MAX_ARGS
+        self._op(RUN, entry, ws_slot, self.ref(pool), self.ref(new_workspace),
+                 int(release_gil))
+
+    # the result
+    def push_out(self, slot: int) -> None:
+        self._op(PUSH_OUT, slot, push=1)
+
+    def push_float(self, slot: int, dtype: np.dtype) -> None:
+        assert dtype in (np.float32, np.float64)
+        self._op(PUSH_FLOAT, slot, int(dtype == np.float32), push=1)
+
+    def push_scalar(self, slot: int, dtype: np.dtype) -> None:
+        self._op(PUSH_SCALAR, slot, self.ref(dtype), push=1)
+
+    def push(self, obj: Any) -> None:
+        self._op(PUSH_OBJ, self.ref(obj), push=1)
+
+    def build(self, kind: type, n: int) -> None:
+        """Replace the top ``n`` items (``n`` key/value pairs for a dict) by a list, tuple
+        or dict of them."""
+        op = {list: LIST, tuple: TUPLE, dict: DICT}[kind]
+        self._op(op, n, push=1 - (2 * n if kind is dict else n))
+
+    def call(self, n: int) -> None:
+        """Replace a callable and ``n`` arguments on top of the stack by its result."""
+        self._op(CALL, n, push=-n)
+
+    def incr(self, obj: Any, name: str) -> None:
+        self._op(INCR, self.ref(obj), self.ref(sys.intern(name)), self.ref(1))
+
+    def setattr(self, obj: Any, name: str, value: Any) -> None:
+        self._op(SETATTR, self.ref(obj), self.ref(sys.intern(name)), self.ref(value))
+
+    def finish(self) -> Callable[[Any], Any]:
+        """The native entry: a builtin function of one argument (the argument tuple)."""
+        assert self.depth == 1, "the plan must leave exactly the result on the stack"
+        self._op(RETURN)
+        return make_entry([self.nslots, self.nregs, self.max_depth, self.ref(None)]
+                          + self.words, self.keep)
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+def make_entry(words: Sequence[int], keep: Sequence[Any]) -> Callable[[Any], Any]:
+    """A builtin function running the plan ``words``; it holds ``keep`` alive."""
+    plan = np.array(words, dtype=np.int64).tobytes()
+    mdef = _MethodDef(b"yota_native_call", _dispatcher(), METH_O, None)
+    keeper = (plan, mdef, tuple(keep))
+    new = ctypes.pythonapi.PyCFunction_NewEx
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
+    return new(ctypes.addressof(mdef), keeper, None)  # type: ignore[no-any-return]
+
+
