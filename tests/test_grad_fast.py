@@ -179,3 +179,140 @@ def test_tuples_and_lists_of_arrays():
     same(yota.grad(g, ((w, b), (e,)), (3, 2)), general(g, ((w, b), (e,)), (3, 2)))
     same(yota.grad(g, ((w, b), [e, e]), (3, 2)), general(g, ((w, b), [e, e]), (3, 2)))
     same(yota.grad(g, ((w, b), [e]), (3, 1)), general(g, ((w, b), [e]), (3, 1)))
+
+
+# -- the native fast path (backends/llvm/pyentry.py) ----------------------------------------
+pyentry = importlib.import_module("yota.backends.llvm.pyentry")
+native = pytest.mark.skipif(not pyentry.available(), reason="object layout not known here")
+
+
+def is_native(f):
+    return type(grad_mod._fast[id(f)][1]) is type(len)  # a builtin function
+
+
+@native
+def test_the_llvm_fast_path_is_native_and_declines_what_does_not_fit():
+    f = fresh_fn()
+    x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
+    yota.grad(f, x, w)
+    assert is_native(f)
+    fast = grad_mod._fast[id(f)][1]
+    for bad in [(x,), (x, w, w), (x[:4], w), (x.astype(np.float32), w), (x[::-1], w),
+                (list(x), w), (x.reshape(5, 1), w), [x, w], x]:
+        assert fast(bad) is None  # the general path's business
+    val, grads = fast((x, w))
+    same((val, grads), general(f, x, w))
+    assert type(grads) is grad_mod.GradientResult and grads.tape is not None
+
+
+@native
+def test_native_calls_leak_no_references_or_memory():
+    import sys
+    import tracemalloc
+
+    def g(p, n, s):
+        (a, b), c = p
+        return np.sum(a * b) + np.sum(c[0] ** 2) * (n if s == "x" else 1)
+
+    x = np.linspace(-1.0, 1.0, 5)
+    e = np.array(2.0)
+    cases = [(fresh_fn(), (x, x + 1)), (g, (((x, x + 1), [e]), 3, "x"))]
+    for f, args in cases:
+        for _ in range(3):
+            yota.grad(f, *args)
+        assert is_native(f)
+        program = grad_mod._fast[id(f)][2]
+        watched = [x, e, None, program, grad_mod.GradientResult, program.tape.argnames,
+                   yota.stats]
+        before = [sys.getrefcount(o) for o in watched]
+        tracemalloc.start()
+        for _ in range(200):
+            yota.grad(f, *args)
+        first = tracemalloc.get_traced_memory()[0]
+        for _ in range(3000):
+            r = yota.grad(f, *args)
+            grad_mod._fast[id(f)][1]((x[:2],))  # declined calls release what they took
+        del r
+        grown = tracemalloc.get_traced_memory()[0] - first
+        tracemalloc.stop()
+        after = [sys.getrefcount(o) for o in watched]
+        assert after[:2] == before[:2] and after[3:] == before[3:]
+        assert abs(after[2] - before[2]) < 100  # (None: shared with everything else)
+        assert grown < 20_000
+
+
+@native
+def test_a_failure_in_native_code_raises_at_the_users_line():
+    def f(a):
+        return np.sum(np.linalg.cholesky(a))
+
+    good = np.eye(3) * 2.0
+    yota.grad(f, good)
+    yota.grad(f, good)
+    assert is_native(f)
+    with pytest.raises(np.linalg.LinAlgError) as e:
+        yota.grad(f, -good)
+    assert "test_grad_fast.py" in str(e.value)
+    same(yota.grad(f, good), general(f, good))
+
+
+@native
+def test_many_threads_call_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = fresh_fn()
+    xs = [np.linspace(-1.0, 1.0, 5) * (k + 1) for k in range(8)]
+    w = np.linspace(0.5, 2.0, 5)
+    yota.grad(f, xs[0], w)
+    want = [general(f, x, w) for x in xs]
+    assert is_native(f)
+
+    def work(k):
+        for _ in range(300):
+            got = yota.grad(f, xs[k], w)
+            same(got, want[k])
+        return k
+
+    with ThreadPoolExecutor(8) as ex:
+        assert sorted(ex.map(work, range(8))) == list(range(8))
+
+
+@native
+def test_large_outputs_are_recycled_and_a_held_result_is_kept():
+    f = lambda x: np.sum(np.sin(x))  # noqa: E731 - 2.4 MB gradient: recycled, GIL released
+    x = np.linspace(-1.0, 1.0, 300_000)
+    want = general(f, x)[1][0]
+    want2 = general(f, 2 * x)[1][0]
+    assert np.allclose(want, np.cos(x))
+    yota.grad(f, x)
+    _, g1 = yota.grad(f, x)
+    assert is_native(f)
+    _, g2 = yota.grad(f, 2 * x)
+    assert g1[0] is not g2[0]
+    assert np.array_equal(g1[0], want) and np.array_equal(g2[0], want2)
+    del g1, g2
+    for k in range(4):  # released results are handed out again
+        _, g = yota.grad(f, x * (1 + k % 2))
+        assert np.array_equal(g[0], want2 if k % 2 else want)
+
+
+@native
+def test_a_forked_child_calls_the_native_path():
+    import os
+
+    f = fresh_fn()
+    x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
+    yota.grad(f, x, w)
+    want = general(f, x, w)
+    assert is_native(f)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = False
+        try:
+            for _ in range(50):
+                same(yota.grad(f, x, w), want)
+            ok = is_native(f)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0

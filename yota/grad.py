@@ -248,7 +248,7 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
         "    return None",
     ]
     exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
-    return ns["fast"]  # type: ignore[no-any-return]
+    return ns["fast"]
 
 
 def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan
@@ -299,7 +299,7 @@ def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan
     np_plan.build(tuple, 2)
     np_plan.incr(stats, "hits")
     np_plan.setattr(program.variants, "retraces", 0)  # a hit: retraces are not consecutive
-    return np_plan.finish()  # type: ignore[no-any-return]
+    return np_plan.finish()
 
 
 def _native_scalars(exe: Any, args: Sequence[Any], plan: _UnpackPlan) -> dict[int, bool] | None:

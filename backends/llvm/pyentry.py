@@ -84,7 +84,7 @@ def _numpy_api() -> int | None:
     try:
         from numpy._core import _multiarray_umath as mu  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - NumPy 1.x
-        from numpy.core import _multiarray_umath as mu  # type: ignore[no-redef]
+        from numpy.core import _multiarray_umath as mu
     cap = getattr(mu, "_ARRAY_API", None)
     if cap is None:  # pragma: no cover
         return None
@@ -263,7 +263,7 @@ class Plan:
     def build(self, kind: type, n: int) -> None:
         """Replace the top ``n`` items (``n`` key/value pairs for a dict) by a list, tuple
         or dict of them."""
-        op = {list: LIST, tuple: TUPLE, dict: DICT}[kind]
+        op = LIST if kind is list else TUPLE if kind is tuple else DICT
         self._op(op, n, push=1 - (2 * n if kind is dict else n))
 
     def call(self, n: int) -> None:
@@ -297,6 +297,6 @@ def make_entry(words: Sequence[int], keep: Sequence[Any]) -> Callable[[Any], Any
     new = ctypes.pythonapi.PyCFunction_NewEx
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
-    return new(ctypes.addressof(mdef), keeper, None)  # type: ignore[no-any-return]
+    return new(ctypes.addressof(mdef), keeper, None)
 
 
