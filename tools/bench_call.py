@@ -2,7 +2,7 @@
 arguments have the signature it was compiled for), and how it grows with the number of
 argument leaves and of gradient outputs.
 
-    python tools/bench_call.py [--reps N] [--rounds R]
+    python tools/bench_call.py [--reps N] [--rounds R] [--ab]
 
 W1 is ``tools/bench.py``'s tiny workload (sum(logistic(x)), x of 5 f64). The leaf rows
 differentiate ``sum(x0 + x1 + ... + x{k-1})`` over k arrays of 5 f64 (k leaves, k gradient
@@ -10,11 +10,15 @@ outputs); the structure rows pass the same k arrays as one tuple; the int rows a
 integer arguments (constants of the program). Each number is the median over R rounds of
 the mean over N calls, in microseconds, by the wall clock and by the process's CPU time
 (less disturbed by other processes on a loaded machine); rounds of different rows are
-interleaved.
+interleaved. The per-leaf rows at the end are slopes: (16 leaves - 1 leaf) / 15 for an
+array argument with its gradient output, (16 ints - 4 ints) / 12 for an int constant.
+``--ab`` adds W1 through the Python fast path (``yota.grad.NATIVE_FAST = False`` while
+its function is first called), interleaved with the others, for an A/B in one run.
 """
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import sys
 import time
@@ -22,6 +26,8 @@ import time
 import numpy as np
 
 import yota
+
+grad_mod = importlib.import_module("yota.grad")
 
 
 def _w1(x):
@@ -61,6 +67,12 @@ def main() -> None:
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 2000
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 15
     cs = cases()
+    if "--ab" in sys.argv:
+        w1py = type(_w1)(_w1.__code__, _w1.__globals__, "_w1py")
+        cs["W1, Python fast path"] = (w1py, cs["W1 (1 leaf, 1 grad)"][1])
+        grad_mod.NATIVE_FAST = False
+        yota.grad(w1py, *cs["W1, Python fast path"][1])
+        grad_mod.NATIVE_FAST = True
     for f, args in cs.values():
         for _ in range(200):
             yota.grad(f, *args)
@@ -76,9 +88,18 @@ def main() -> None:
             wall[name].append((T() - t) / reps)
             cpu[name].append((C() - c) / reps)
     print(f"{'per yota.grad call (median)':<32} {'wall':>9} {'cpu':>9}")
+    med = {name: (statistics.median(wall[name]) * 1e6, statistics.median(cpu[name]) * 1e6)
+           for name in cs}
     for name in cs:
-        print(f"{name:<32} {statistics.median(wall[name]) * 1e6:6.2f} us "
-              f"{statistics.median(cpu[name]) * 1e6:6.2f} us")
+        print(f"{name:<32} {med[name][0]:6.2f} us {med[name][1]:6.2f} us")
+    for name, hi, lo, n in [("per array leaf + grad output", "16 leaves, 16 grads",
+                             "1 leaves, 1 grads", 15),
+                            ("per leaf, in a tuple", "tuple of 16 leaves, 16 grads",
+                             "tuple of 4 leaves, 4 grads", 12),
+                            ("per int leaf", "1 grad + 16 int leaves", "1 grad + 4 int leaves",
+                             12)]:
+        print(f"{name:<32} {(med[hi][0] - med[lo][0]) / n * 1e3:6.0f} ns "
+              f"{(med[hi][1] - med[lo][1]) / n * 1e3:6.0f} ns")
 
 
 if __name__ == "__main__":
