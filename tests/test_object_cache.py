@@ -96,7 +96,8 @@ def test_a_warm_process_runs_no_llvm_compilation(tmp_path):
         def loss(w, x):
             return np.sum(np.tanh(x @ w) ** 2)
 
-        w, x = np.ones((4, 3)) / 3, np.linspace(-1, 1, 8).reshape(2, 4)
+        # a product large enough to be tiled over the helper pool: the pool is loaded
+        w, x = np.ones((64, 512)) / 64, np.linspace(-1, 1, 512 * 64).reshape(512, 64)
         if sys.argv[1] == "warm":
             def boom(*a, **k):
                 raise AssertionError("LLVM ran in a warm process")
@@ -114,6 +115,6 @@ def test_a_warm_process_runs_no_llvm_compilation(tmp_path):
     (v0, h0), (v1, h1) = (r.stdout.split() for r in outs)
     assert v0 == v1 and (h0, h1) == ("0", "1")
     assert list((tmp_path / "cache" / "objects").glob("*.o"))
-    w, x = np.ones((4, 3)) / 3, np.linspace(-1, 1, 8).reshape(2, 4)
+    w, x = np.ones((64, 512)) / 64, np.linspace(-1, 1, 512 * 64).reshape(512, 64)
     assert float(v0) == pytest.approx(float(yota.grad(
         lambda w, x: np.sum(np.tanh(x @ w) ** 2), w, x, backend="interp")[0]))

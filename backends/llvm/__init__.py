@@ -67,7 +67,6 @@ from yota.ir.verifier import maybe_verify
 from ..failures import IndexOutOfRange
 from .abi import ENTRY, ENTRY_OBJ, PAR_WORK
 from .jit import emit_object, load_object, optimize, set_object_cache
-from .pool import ensure_pool
 from .runtime import Artifact, LLVMExecutable, ProfiledExecutable
 from .target import host
 
@@ -125,9 +124,16 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
 
 
 def _load(obj: bytes, target: Any) -> Any:
-    """Load object code, with the helper-thread pool it may call bound first."""
+    """Load object code, with the helper-thread pool it may call bound (first, or when the
+    code refers to it: ``jit.load_object``)."""
+    return load_object(obj, target, [ENTRY, ENTRY_OBJ], _ensure_runtime)
+
+
+def _ensure_runtime() -> None:
+    """Bind the helper pool's symbols (once per process: ``pool.ensure_pool``)."""
+    from .pool import ensure_pool
+
     ensure_pool()
-    return load_object(obj, target, [ENTRY, ENTRY_OBJ])
 
 
 def _options(threads: int | None, par_work: float | None = None) -> Options:

@@ -1,8 +1,10 @@
 """From LLVM IR text to machine code: verify, optimize at O3 with the new pass manager,
-emit an object file, and load it into an MCJIT engine.
+emit an object file, and load it (``objload``, Yota's own loader, else an MCJIT engine).
 
 Compiling always goes through the object file, so a freshly compiled module and one
-reloaded from disk in another process run exactly the same code.
+reloaded from disk in another process run exactly the same code. llvmlite is imported
+only to compile, or to load what ``objload`` declines: a process that only loads cached
+programs (and the helper pool, ``load_pool``) never imports it.
 """
 
 from __future__ import annotations
@@ -12,17 +14,23 @@ import ctypes
 import hashlib
 import json
 import os
-import stat
-import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import llvmlite
-import llvmlite.binding as llvm
+from . import objload
+from .objcache import (
+    _object_lock,
+    _read_object,
+    _write_object,
+    object_cache_dir,
+    set_object_cache,  # noqa: F401 - the backend's hook (``llvm.set_object_cache``)
+)
+from .target import Target, bind_symbol, init, resolve
 
-from .target import Target, init
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
 
 
 def optimize(text: str, target: Target, level: int = 3,
@@ -30,6 +38,8 @@ def optimize(text: str, target: Target, level: int = 3,
     """Parse, verify and optimize LLVM IR text (SLP vectorization and unrolling; LLVM's
     loop vectorizer only when asked: the llvm backend's kernels are vectorized already)."""
     init()
+    import llvmlite.binding as llvm
+
     mod = llvm.parse_assembly(text)
     mod.verify()
     tm = target.machine(level)
@@ -54,16 +64,36 @@ def emit_assembly(mod: llvm.ModuleRef, target: Target) -> str:
 
 @dataclass
 class Loaded:
-    """An engine holding loaded code, and the addresses of its entry points."""
+    """What holds loaded code (an ``objload.Image`` or an MCJIT engine), and the
+    addresses of its entry points."""
 
-    engine: llvm.ExecutionEngine
+    engine: Any
     addresses: dict[str, int]
 
 
-def load_object(obj: bytes, target: Target, symbols: list[str]) -> Loaded:
-    """Load object code into a new MCJIT engine; external symbols (BLAS, libmvec,
-    libc, and the helper pool once ``pool.ensure_pool()`` bound it) resolve by name."""
+def load_object(obj: bytes, target: Target, symbols: list[str],
+                runtime: Callable[[], None] | None = None) -> Loaded:
+    """Load object code; external symbols (BLAS, libmvec, libc, the helper pool) resolve
+    by name. ``objload`` loads it when it can, else a new MCJIT engine. ``runtime``
+    binds the helper pool's symbols: called when the code refers to them (objload), or
+    before loading (MCJIT, which needs every symbol bound beforehand)."""
+    def lookup(name: str) -> int | None:
+        if runtime is not None and name.startswith("yota_") and name not in objload.SYMBOLS:
+            runtime()  # the pool's names (and BLAS/LAPACK's, bound already by host())
+        return resolve(name)
+
+    image = objload.load(obj, symbols, lookup)
+    if image is not None:
+        return Loaded(image, image.addresses)
+    if runtime is not None:
+        runtime()
+    return _mcjit(obj, target, symbols)
+
+
+def _mcjit(obj: bytes, target: Target, symbols: list[str]) -> Loaded:
     init()
+    import llvmlite.binding as llvm
+
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target.machine())
     engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
@@ -85,24 +115,14 @@ def cfunc(addr: int, nargs: int) -> Callable[..., int]:
 # compiled once and their object code kept on disk, in a directory the front end names
 # (``set_object_cache``: the on-disk cache's ``objects/``), keyed by the SHA-256 of their
 # LLVM IR text, the optimization level, the target and the LLVM/llvmlite versions: the
-# same text on the same machine gives the same object, so the key is exact.
-OBJ_MAGIC = b"YOTARTO1"
-_object_dir: Path | None = None
-_object_lock = threading.Lock()
-
-
-def set_object_cache(path: str | os.PathLike[str] | None) -> None:
-    """Keep compiled runtime modules in ``path`` (created owner-only; None: keep none)."""
-    global _object_dir
-    _object_dir = None if path is None else Path(path)
-
-
+# same text on the same machine gives the same object, so the key is exact. The directory
+# and its files: ``objcache``.
 def object_key(text: str, target: Target, level: int) -> str:
     """The key of the object code of LLVM IR ``text`` at ``level`` for ``target``."""
     h = hashlib.sha256(b"yota-runtime-object/1\n")
     h.update(json.dumps({"level": level, "target": target.key(),
-                         "llvm": ".".join(map(str, llvm.llvm_version_info)),
-                         "llvmlite": llvmlite.__version__}, sort_keys=True).encode())
+                         "llvm": target.llvm_version, "llvmlite": target.llvmlite_version},
+                        sort_keys=True).encode())
     h.update(b"\n" + text.encode())
     return h.hexdigest()
 
@@ -111,7 +131,7 @@ def cached_object(text: str, target: Target, level: int = 3) -> bytes:
     """The object code of LLVM IR ``text`` optimized at ``level``: read from the object
     cache (checked: magic, size and SHA-256 of the code) when one is set and holds it,
     else compiled and stored there (a write that fails is ignored)."""
-    d = _object_dir
+    d = object_cache_dir()
     key = object_key(text, target, level) if d is not None else ""
     if d is not None:
         obj = _read_object(d / f"{key}.o")
@@ -124,40 +144,37 @@ def cached_object(text: str, target: Target, level: int = 3) -> bytes:
     return obj
 
 
-def _safe_dir(d: Path) -> bool:
-    st = os.stat(d)
-    return stat.S_ISDIR(st.st_mode) and st.st_uid in (os.getuid(), 0) \
-        and not st.st_mode & 0o022
+# -- runtime modules by spec: loaded without building their IR ---------------------------------
+# A runtime module's LLVM IR (the helper pool's, ``pool._module``) is a function of a few
+# facts (its spec: triple, flags), of the sources that generate it and of llvmlite's IR
+# printer (its version is in the target's key): its object code is kept under the SHA-256
+# of those, so a later process finds it without building the IR (no llvmlite.binding,
+# no IR building) and loads it with ``objload``.
+def runtime_key(spec: dict[str, Any], sources: list[str], target: Target,
+                level: int = 3) -> str:
+    """The key of a runtime module's object code by its spec and generating sources."""
+    h = hashlib.sha256(b"yota-runtime-spec/1\n")
+    h.update(json.dumps({"spec": spec, "level": level, "target": target.key()},
+                        sort_keys=True).encode())
+    for path in sources:
+        h.update(b"\n" + os.path.basename(path).encode() + b"\0" + Path(path).read_bytes())
+    return h.hexdigest()
 
 
-def _read_object(path: Path) -> bytes | None:
-    try:
-        if not _safe_dir(path.parent):
-            return None
-        raw = path.read_bytes()
-    except OSError:
-        return None
-    head = len(OBJ_MAGIC) + 64
-    obj = raw[head:]
-    if raw[:len(OBJ_MAGIC)] != OBJ_MAGIC or \
-            raw[len(OBJ_MAGIC):head].decode("ascii", "replace") != hashlib.sha256(obj).hexdigest():
-        with contextlib.suppress(OSError):
-            path.unlink()  # damaged: compiled again and rewritten
-        return None
-    return obj
-
-
-def _write_object(d: Path, key: str, obj: bytes) -> None:
-    if not d.is_dir():
-        d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(d, 0o700)
-    if not _safe_dir(d):
-        return
-    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(OBJ_MAGIC + hashlib.sha256(obj).hexdigest().encode() + obj)
-        os.replace(tmp, d / f"{key}.o")
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+def runtime_module(spec: dict[str, Any], sources: list[str], build: Callable[[], str],
+                   target: Target, names: list[str], level: int = 3) -> Loaded:
+    """Load a runtime module (its object code read from the object cache by ``spec`` and
+    ``sources``: ``runtime_key``; else compiled from ``build()``'s LLVM IR and stored
+    there) and bind its symbols ``names`` for generated code, in both loaders."""
+    d = object_cache_dir()
+    key = runtime_key(spec, sources, target, level) if d is not None else ""
+    obj = _read_object(d / f"{key}.o") if d is not None else None
+    if obj is None:
+        obj = emit_object(optimize(build(), target, level), target)
+        if d is not None:
+            with _object_lock, contextlib.suppress(OSError):
+                _write_object(d, key, obj)
+    loaded = load_object(obj, target, names)
+    for name in names:
+        bind_symbol(name, loaded.addresses[name])
+    return loaded

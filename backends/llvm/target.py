@@ -10,17 +10,25 @@ needs (object code built for one CPU can SIGILL on another).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
+import hashlib
+import json
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import llvmlite
-import llvmlite.binding as llvm
 import numpy as np
+
+from . import objload
+
+if TYPE_CHECKING:
+    import llvmlite.binding as llvm
 
 # CPython/NumPy ABI facts the array entry relies on (checked at import by the runtime):
 # byte offsets of PyArrayObject's data, nd, dimensions and flags, and the flag bits
@@ -29,7 +37,7 @@ ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
 _lock = threading.Lock()
 _ready = False
 
-# Generated code calls these; the loader binds them with llvm.add_symbol.
+# Generated code calls these; the loaders bind them by name (objload.bind, llvm.add_symbol).
 BLAS_SYMBOLS: dict[str, tuple[str, ...]] = {
     "yota_sgemm": ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm"),
     "yota_dgemm": ("scipy_cblas_dgemm64_", "cblas_dgemm64_", "cblas_dgemm"),
@@ -53,9 +61,14 @@ class Target:
     blas: bool  # yota_sgemm / yota_dgemm are bound
     lapack: bool  # the LAPACK_SYMBOLS are bound
     threads: int  # cores this process may use
+    llvm_version: str = ""  # LLVM's and llvmlite's versions (what built the description)
+    llvmlite_version: str = ""
 
     def machine(self, opt: int = 3) -> llvm.TargetMachine:
         """A fresh target machine (an MCJIT engine takes ownership of the one it gets)."""
+        init()
+        import llvmlite.binding as llvm
+
         t = llvm.Target.from_triple(self.triple)
         return t.create_target_machine(cpu=self.cpu, features=self.features, opt=opt,
                                        codemodel="jitdefault")
@@ -64,31 +77,68 @@ class Target:
         """The target's part of a cache key (with the NumPy array field offsets the
         array entry point reads)."""
         return {"triple": self.triple, "cpu": self.cpu, "features": self.features,
-                "llvm": ".".join(map(str, llvm.llvm_version_info)),
-                "llvmlite": llvmlite.__version__, "mvec": list(self.mvec_isas),
+                "llvm": self.llvm_version, "llvmlite": self.llvmlite_version,
+                "mvec": list(self.mvec_isas),
                 "blas": self.blas, "lapack": self.lapack, "array_abi": dict(ARRAY_ABI)}
 
 
 def init() -> None:
-    """Initialize LLVM's native target once (``llvm.initialize()`` is gone in llvmlite
-    0.50) and bind the external symbols."""
+    """Import llvmlite's binding and initialize LLVM's native target once
+    (``llvm.initialize()`` is gone in llvmlite 0.50), with the external symbols bound
+    for MCJIT (``bind_symbol`` binds later ones in both loaders). Loading cached code
+    with ``objload`` needs none of it."""
     global _ready
     if _ready:
         return
     with _lock:
         if not _ready:
+            import llvmlite.binding as llvm
+
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
-            _bind_symbols()
+            llvm.initialize_native_asmparser()  # inline assembly (the pool's pause)
+            name = _mvec_name()
+            if name is not None:
+                llvm.load_library_permanently(name)
+            bind_libraries()
+            with objload._lock:
+                for sym, addr in objload.SYMBOLS.items():
+                    llvm.add_symbol(sym, addr)
             _ready = True
+
+
+def bind_symbol(name: str, addr: int) -> None:
+    """Bind ``name`` to ``addr`` for generated code, in both loaders (objload's table,
+    and LLVM's once it is initialized)."""
+    with _lock:
+        objload.bind(name, addr)
+        if _ready:
+            import llvmlite.binding as llvm
+
+            llvm.add_symbol(name, addr)
+
+
+def resolve(name: str) -> int | None:
+    """The address an external symbol of generated code binds to, as MCJIT finds it: the
+    bound names, then libmvec, then the process's global symbols (libc, libm)."""
+    addr = objload.SYMBOLS.get(name)
+    if addr is not None:
+        return addr
+    if name.startswith("_ZGV"):
+        lib = _mvec()
+        if lib is not None:
+            with contextlib.suppress(AttributeError):
+                return ctypes.cast(lib[name], ctypes.c_void_p).value
+    return objload.process_symbol(name)
 
 
 @cache
 def host() -> Target:
-    init()
-    feats = llvm.get_host_cpu_features()
-    flat = feats.flatten()
-    has = {k for k, v in feats.items() if v}
+    """The host, described once per process: from the memo of an earlier process on the
+    same machine and llvmlite (``HOST_MEMO``) when there is one, else asked of LLVM."""
+    desc = _host_description()
+    flat = desc["features"]
+    has = {f[1:] for f in flat.split(",") if f.startswith("+")}
     bits = 512 if "avx512f" in has else 256 if "avx2" in has else 128
     isas = tuple(i for i, need in (("e", "avx512f"), ("d", "avx2"), ("b", "sse4.1"))
                  if need in has and _mvec() is not None)
@@ -96,13 +146,91 @@ def host() -> Target:
         ncpu = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         ncpu = os.cpu_count() or 1
-    return Target(llvm.get_process_triple(), llvm.get_host_cpu_name(), flat, bits, isas,
-                  _blas() is not None, _lapack() is not None, max(1, min(ncpu, 8)))
+    bind_libraries()
+    return Target(desc["triple"], desc["cpu"], flat, bits, isas, _blas() is not None,
+                  _lapack() is not None, max(1, min(ncpu, 8)), desc["llvm"],
+                  desc["llvmlite"])
+
+
+# -- the host description without LLVM ------------------------------------------------------
+# Asking LLVM for the host (triple, CPU name, features) means importing llvmlite's binding,
+# which costs a new process more than loading a cached program. What LLVM answers is a
+# function of the CPU and of the llvmlite build, so it is kept in the object cache
+# (``jit.set_object_cache``) under a fingerprint of both: the first processor's entry of
+# /proc/cpuinfo (vendor, family, model, stepping, microcode, feature flags: the kernel
+# lists only features it enabled) without the lines that change while running, and the
+# path, size, modification time and inode of llvmlite's shared library and version file.
+# A different CPU or llvmlite is a different fingerprint, so LLVM is asked again.
+HOST_MEMO = "host-{}.json"
+_VOLATILE = ("cpu mhz", "bogomips", "processor", "apicid", "initial apicid", "core id",
+             "physical id", "siblings", "cpu cores")
+
+
+def _fingerprint() -> str | None:
+    """The fingerprint of this CPU and llvmlite build, or None where it cannot be taken
+    (no /proc/cpuinfo, llvmlite not found)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        with open("/proc/cpuinfo", "rb") as f:
+            head = f.read(16384).decode("utf-8", "replace")
+        import importlib.util
+
+        spec = importlib.util.find_spec("llvmlite")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        root = Path(list(spec.submodule_search_locations)[0])
+        files = [root / "_version.py",
+                 *sorted((root / "binding").glob("libllvmlite*"))]
+        stats = [[str(p), st.st_size, st.st_mtime_ns, st.st_ino]
+                 for p in files for st in [os.stat(p)]]
+    except OSError:
+        return None
+    first = head.split("\n\n", 1)[0].splitlines()
+    cpu = [ln for ln in first if ln.split(":", 1)[0].strip().lower() not in _VOLATILE]
+    if len(stats) < 2 or not any(ln.lower().startswith(("flags", "features")) for ln in cpu):
+        return None
+    data = json.dumps([os.uname().machine, cpu, stats], sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _memo_file() -> Path | None:
+    from .objcache import object_cache_dir
+
+    d = object_cache_dir()
+    fp = _fingerprint() if d is not None else None
+    return None if d is None or fp is None else d / HOST_MEMO.format(fp)
+
+
+def _ask_llvm() -> dict[str, str]:
+    init()
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
+            "features": llvm.get_host_cpu_features().flatten(),
+            "llvm": ".".join(map(str, llvm.llvm_version_info)),
+            "llvmlite": llvmlite.__version__}
+
+
+def _host_description() -> dict[str, str]:
+    from .objcache import read_record, write_record
+
+    memo = _memo_file()
+    if memo is not None:
+        rec = read_record(memo)
+        if rec is not None and all(isinstance(rec.get(k), str) for k in
+                                   ("triple", "cpu", "features", "llvm", "llvmlite")):
+            return {k: rec[k] for k in ("triple", "cpu", "features", "llvm", "llvmlite")}
+    desc = _ask_llvm()
+    if memo is not None:
+        write_record(memo, desc)
+    return desc
 
 
 @cache
-def _mvec() -> ctypes.CDLL | None:
-    """glibc's libmvec, loaded so that the JIT resolves its symbols, or None."""
+def _mvec_loaded() -> tuple[str, ctypes.CDLL] | None:
+    """glibc's libmvec (its name and handle), or None."""
     for k, name in enumerate(("libmvec.so.1", None)):
         if k:  # ctypes.util's search runs programs (ldconfig, gcc): only if needed
             from ctypes.util import find_library
@@ -113,11 +241,21 @@ def _mvec() -> ctypes.CDLL | None:
         try:
             lib = ctypes.CDLL(name)
             lib._ZGVbN4v_expf  # noqa: B018 - probe one symbol
-            llvm.load_library_permanently(name)
-            return lib
-        except (OSError, AttributeError, RuntimeError):
+            return name, lib
+        except (OSError, AttributeError):
             continue
     return None
+
+
+def _mvec() -> ctypes.CDLL | None:
+    """glibc's libmvec, whose symbols generated code calls, or None."""
+    found = _mvec_loaded()
+    return None if found is None else found[1]
+
+
+def _mvec_name() -> str | None:
+    found = _mvec_loaded()
+    return None if found is None else found[0]
 
 
 def mvec_has(symbol: str) -> bool:
@@ -177,7 +315,8 @@ def lapack_address(name: str) -> int | None:
     return (_lapack() or {}).get(name)
 
 
-def _bind_symbols() -> None:
-    _mvec()
+def bind_libraries() -> None:
+    """Record the BLAS and LAPACK routines' addresses under Yota's names (objload's
+    table; ``init`` hands the table to LLVM)."""
     for name, addr in {**(_blas() or {}), **(_lapack() or {})}.items():
-        llvm.add_symbol(name, addr)
+        objload.bind(name, addr)

@@ -63,9 +63,7 @@ def make_key(fn: Function, backend: str | None, *, kind: str,
     be saved (the interpreter; CUDA without a device, or on the CPU emulation: a backend's
     ``cacheable()`` says). Computing it compiles nothing."""
     mod = get_backend(backend)
-    if not all(hasattr(mod, a) for a in ("save", "load", "target_key", "Artifact")):
-        return None
-    if callable(getattr(mod, "cacheable", None)) and not mod.cacheable():
+    if not cacheable_backend(mod):
         return None
     text = print_function(fn)
     target = dict(mod.target_key())
@@ -86,6 +84,14 @@ def make_key(fn: Function, backend: str | None, *, kind: str,
         "yota": _yota_version(mod),
     }
     return Key(parts, text)
+
+
+def cacheable_backend(mod: Any) -> bool:
+    """Whether backend module ``mod``'s code can be saved and loaded (not the
+    interpreter; not CUDA without a device or on the CPU emulation)."""
+    if not all(hasattr(mod, a) for a in ("save", "load", "target_key", "Artifact")):
+        return False
+    return not (callable(getattr(mod, "cacheable", None)) and not mod.cacheable())
 
 
 def make_traced_key(fn: Function, backend: str | None, *, kind: str, signature: Any,

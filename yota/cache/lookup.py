@@ -9,7 +9,7 @@ from yota.backends import get_backend
 from yota.ir.core import Function
 
 from .config import BadEntry, _warn, _warn_once, enabled, log, stats
-from .key import Key, make_key, make_traced_key
+from .key import Key, cacheable_backend, make_key, make_traced_key
 from .store import DiskCache, StoredEntry, default_cache
 from .traced import matches, read_name, remove_name, write_name
 
@@ -27,13 +27,24 @@ def compile_cached_key(fn: Function, backend: str | None, *, kind: str,
     """``compile_cached``, and the key the executable is stored under (None when the
     cache was not used)."""
     mod = get_backend(backend)  # an unknown or broken backend raises as it always did
+    cache = _usable_cache(mod) if use_cache and enabled() else None
     key = _key(lambda: make_key(fn, backend, kind=kind, signature=signature), fn.name) \
-        if use_cache and enabled() else None
-    cache = default_cache() if key is not None else None
-    if cache is None or not cache.usable():
+        if cache is not None else None
+    if cache is None or key is None:
         return mod.compile(fn), None
+    return lookup_or_compile(cache, key, fn, backend), key
+
+
+def _usable_cache(mod: Any) -> DiskCache | None:
+    """The default cache if it can be used, with ``mod``'s runtime objects kept in it
+    (first: the backend's description of the host may be kept there too)."""
+    if not cacheable_backend(mod):
+        return None
+    cache = default_cache()
+    if not cache.usable():
+        return None
     runtime_objects(cache, mod)
-    return lookup_or_compile(cache, key, fn, backend), key  # type: ignore[arg-type]
+    return cache
 
 
 def runtime_objects(cache: DiskCache, mod: Any) -> None:
@@ -62,12 +73,11 @@ def compile_traced(traced: Function, build: Callable[[], Function], backend: str
     Otherwise ``build()``'s program is compiled through the cache by its own key (a hit
     there skips the native compilation), recorded under the traced key, and returned
     with None."""
+    cache = _usable_cache(get_backend(backend)) if use_cache and enabled() else None
     tkey = _key(lambda: make_traced_key(traced, backend, kind=kind, signature=signature,
                                         derivation=derivation), traced.name) \
-        if use_cache and enabled() else None
-    cache = default_cache() if tkey is not None else None
-    if cache is not None and tkey is not None and cache.usable():
-        runtime_objects(cache, get_backend(backend))
+        if cache is not None else None
+    if cache is not None and tkey is not None:
         found = _load_traced(cache, tkey, get_backend(backend))
         if found is not None:
             return found

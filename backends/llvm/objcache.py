@@ -1,0 +1,106 @@
+"""The llvm backend's object cache directory (the on-disk cache's ``objects/``, named by
+``set_object_cache``): object code of runtime modules (``jit.cached_object``,
+``jit.runtime_module``) and small JSON records (``target.host``'s description of the
+host), each written atomically into an owner-only directory and read only from one that
+others cannot write. Imports no LLVM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+OBJ_MAGIC = b"YOTARTO1"
+_object_dir: Path | None = None
+_object_lock = threading.Lock()
+
+
+def set_object_cache(path: str | os.PathLike[str] | None) -> None:
+    """Keep compiled runtime modules in ``path`` (created owner-only; None: keep none)."""
+    global _object_dir
+    _object_dir = None if path is None else Path(path)
+
+
+def object_cache_dir() -> Path | None:
+    """The directory ``set_object_cache`` named (None: none)."""
+    return _object_dir
+
+
+def _safe_dir(d: Path) -> bool:
+    st = os.stat(d)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid in (os.getuid(), 0) \
+        and not st.st_mode & 0o022
+
+
+def _read_object(path: Path) -> bytes | None:
+    try:
+        if not _safe_dir(path.parent):
+            return None
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    head = len(OBJ_MAGIC) + 64
+    obj = raw[head:]
+    if raw[:len(OBJ_MAGIC)] != OBJ_MAGIC or \
+            raw[len(OBJ_MAGIC):head].decode("ascii", "replace") != hashlib.sha256(obj).hexdigest():
+        with contextlib.suppress(OSError):
+            path.unlink()  # damaged: compiled again and rewritten
+        return None
+    return obj
+
+
+def _write_object(d: Path, key: str, obj: bytes) -> None:
+    if not d.is_dir():
+        d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+    if not _safe_dir(d):
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(OBJ_MAGIC + hashlib.sha256(obj).hexdigest().encode() + obj)
+        os.replace(tmp, d / f"{key}.o")
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+# -- JSON records in the object cache (the host description, ``target.host``) --------------
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A JSON object written by ``write_record`` (None: none, unreadable, or in a
+    directory others may write)."""
+    try:
+        if not _safe_dir(path.parent):
+            return None
+        rec = json.loads(path.read_bytes().decode())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def write_record(path: Path, rec: dict[str, Any]) -> None:
+    """Write ``rec`` as JSON, atomically, into an owner-only directory (failures ignored)."""
+    d = path.parent
+    with _object_lock, contextlib.suppress(OSError):
+        if not d.is_dir():
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(d, 0o700)
+        if not _safe_dir(d):
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(rec, f, sort_keys=True)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
