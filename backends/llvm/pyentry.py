@@ -29,7 +29,6 @@ layouts the dispatcher reads directly; where they differ, nothing here is used.
 from __future__ import annotations
 
 import ctypes
-import platform
 import sys
 import sysconfig
 import threading
@@ -38,43 +37,42 @@ from typing import Any
 
 import numpy as np
 
+from .pyabi import (
+    ARRAY,
+    ARRAY_DESCR,
+    BYTES_DATA,
+    CALL,
+    DICT,
+    EQ,
+    INCR,
+    IS,
+    ITEM_L,
+    ITEM_T,
+    LIST,
+    LIST_ITEMS,
+    MAX_ARGS,
+    METH_O,
+    NAME,
+    NP_API,
+    OB_SIZE,
+    OB_TYPE,
+    OUT_CALL,
+    OUT_NEW,
+    OUT_SCRATCH,
+    PUSH_FLOAT,
+    PUSH_OBJ,
+    PUSH_OUT,
+    PUSH_SCALAR,
+    PY_API,
+    RETURN,
+    RUN,
+    SEQ,
+    SETATTR,
+    TUPLE,
+    TUPLE_ITEMS,
+)
 from .target import ARRAY_ABI
 
-NAME = "yota_pyentry"
-
-# CPython object layout (64-bit, GIL build): ob_type, ob_size of a variable-size object,
-# the first item of a tuple, the item vector of a list, the bytes of a bytes object.
-OB_TYPE, OB_SIZE, TUPLE_ITEMS, LIST_ITEMS, BYTES_DATA = 8, 16, 24, 24, 32
-ARRAY_DESCR = 56  # PyArrayObject.descr
-METH_O = 0x0008
-# the most pointer arguments (inputs, outputs, workspace) of a program called (_Gen._kernel)
-EXACT_ARGS = 16
-PADDED_ARGS = (32, 64) if platform.machine() in ("x86_64", "AMD64") else ()
-MAX_ARGS = max((EXACT_ARGS, *PADDED_ARGS))
-HEADER = 4  # plan words before the first op: slots, registers, stack depth, None
-
-# opcodes (see _Gen for each one's operand words)
-(SEQ, ITEM_T, ITEM_L, ARRAY, IS, EQ, OUT_NEW, OUT_CALL, OUT_SCRATCH, RUN, PUSH_OUT,
- PUSH_FLOAT, PUSH_SCALAR, PUSH_OBJ, LIST, TUPLE, DICT, CALL, INCR, SETATTR,
- RETURN) = range(1, 22)
-
-# The Python C API functions the dispatcher calls: name -> signature (result, arguments:
-# p pointer, i int32, l int64, d double, v void).
-PY_API: dict[str, str] = {
-    "Py_IncRef": "v p", "Py_DecRef": "v p", "PyErr_Clear": "v",
-    "PyObject_RichCompareBool": "i ppi", "PyFloat_FromDouble": "p d",
-    "PyObject_Vectorcall": "p pplp", "PyObject_CallNoArgs": "p p",
-    "PyList_New": "p l", "PyList_SetItem": "i plp", "PyList_Append": "i pp",
-    "PyTuple_New": "p l", "PyTuple_SetItem": "i plp",
-    "PyDict_New": "p", "PyDict_SetItem": "i ppp",
-    "PyObject_GetAttr": "p pp", "PyObject_SetAttr": "i ppp", "PyNumber_Add": "p pp",
-    "PyLong_AsVoidPtr": "p p", "PyEval_SaveThread": "p", "PyEval_RestoreThread": "v p",
-}
-# NumPy's C API, from its ``_ARRAY_API`` table: our name -> (index, signature).
-NP_API: dict[str, tuple[int, str]] = {
-    "yota_npy_NewFromDescr": (94, "p ppipppip"),
-    "yota_npy_Scalar": (60, "p ppp"),
-}
 _NP_TYPE_INDEX = 2  # PyArray_API[2] is &PyArray_Type
 
 
@@ -164,13 +162,14 @@ def _dispatcher() -> int:
 
 
 def _load_dispatcher(jit: Any, target: Any) -> Any:
-    from . import pyentry_ir
+    from . import pyabi, pyentry_ir
 
     build = lambda: str(pyentry_ir.module(target.triple))  # noqa: E731
     by_spec = getattr(jit, "runtime_module", None)
     if by_spec is not None:  # the object found by its sources, without building the IR
         spec = {"name": NAME, "triple": target.triple, "max_args": MAX_ARGS}
-        return by_spec(spec, [__file__, pyentry_ir.__file__], build, target, [NAME])
+        sources = [__file__, pyentry_ir.__file__, pyabi.__file__]
+        return by_spec(spec, sources, build, target, [NAME])
     return jit.load_object(jit.cached_object(build(), target), target, [NAME])
 
 

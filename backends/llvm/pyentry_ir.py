@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 
-from .pyentry import (
+from .pyabi import (
     ARRAY,
     ARRAY_DESCR,
     BYTES_DATA,
