@@ -21,7 +21,7 @@ its general path, which repeats the call there and reports errors as usual.
 
 The dispatcher is one LLVM module compiled once per process and kept in the object cache
 (``jit.cached_object``); it refers to Python's and NumPy's C functions by name (bound with
-``llvm.add_symbol`` at load time) and to Python objects only through the plan, so no
+``target.bind_symbol`` at load time) and to Python objects only through the plan, so no
 address is part of any cached code. ``available()`` checks the CPython and NumPy object
 layouts the dispatcher reads directly; where they differ, nothing here is used.
 """
@@ -29,6 +29,7 @@ layouts the dispatcher reads directly; where they differ, nothing here is used.
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import sysconfig
 import threading
@@ -142,18 +143,13 @@ def _dispatcher() -> int:
             from . import jit
             from . import target as target_mod
 
-            target_mod.init()
-            bind = getattr(target_mod, "bind_symbol", None)
-            if bind is None:  # (older loaders: LLVM's table only)
-                import llvmlite.binding as llvm
-
-                bind = llvm.add_symbol
-            for name in PY_API:
-                bind(name, ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value)
+            for name in PY_API:  # (bound for both loaders: objload's and LLVM's)
+                target_mod.bind_symbol(name, ctypes.cast(getattr(ctypes.pythonapi, name),
+                                                         ctypes.c_void_p).value or 0)
             table = _numpy_api()
             assert table is not None
             for name, (index, _) in NP_API.items():
-                bind(name, _np_function(table, index))
+                target_mod.bind_symbol(name, _np_function(table, index))
             target = target_mod.host()
             loaded = _load_dispatcher(jit, target)
             _state["engine"] = loaded.engine  # the code lives as long as the process
@@ -162,15 +158,16 @@ def _dispatcher() -> int:
 
 
 def _load_dispatcher(jit: Any, target: Any) -> Any:
-    from . import pyabi, pyentry_ir
+    """The dispatcher's object code, from the object cache by its spec and sources (no
+    IR built, no llvmlite needed), else compiled and kept there."""
+    def build() -> str:
+        from .pyentry_ir import module
 
-    build = lambda: str(pyentry_ir.module(target.triple))  # noqa: E731
-    by_spec = getattr(jit, "runtime_module", None)
-    if by_spec is not None:  # the object found by its sources, without building the IR
-        spec = {"name": NAME, "triple": target.triple, "max_args": MAX_ARGS}
-        sources = [__file__, pyentry_ir.__file__, pyabi.__file__]
-        return by_spec(spec, sources, build, target, [NAME])
-    return jit.load_object(jit.cached_object(build(), target), target, [NAME])
+        return str(module(target.triple))
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = {"name": NAME, "triple": target.triple, "max_args": MAX_ARGS}
+    sources = [os.path.join(here, f) for f in ("pyentry.py", "pyentry_ir.py", "pyabi.py")]
+    return jit.runtime_module(spec, sources, build, target, [NAME])
 
 
 # -- plans ------------------------------------------------------------------------------------
