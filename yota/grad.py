@@ -9,7 +9,6 @@ compiled program of any earlier identical tape, fed with the new inputs.
 
 from __future__ import annotations
 
-import logging
 import sys
 import types
 import warnings
@@ -26,12 +25,11 @@ from yota.ir.printer import print_function
 
 from . import device as _device
 from . import pipeline, randomness, structs, tracing
+from .cache.config import log
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
 from .tape import Tape, Var
 from .validate import argument_error, check_callable
-
-log = logging.getLogger("yota")
 
 __all__ = ["GradientResult", "Stats", "build_grad_program", "grad", "stats"]
 
