@@ -328,6 +328,10 @@ def _guard_holds(b: ir.IRBuilder, dt: np.dtype, raw: ir.Value, kind: str, expect
 @emitter("call")
 def _call(g: FnGen, op: Op) -> None:
     callee = g.fn.callees[op.attrs["callee"]]
+    if "row_block" in callee.attrs:  # a row-tiled function: run block by block
+        from .tiled import emit_tiled_call
+        emit_tiled_call(g, op, callee)
+        return
     llfn, ws = g.mg.function(callee)
     b = g.b
     ptrs = [g.elem_ptr(g.operand_loc(g.op_index, k, v), v.dtype)

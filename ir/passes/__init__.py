@@ -35,10 +35,11 @@ from .fuse import FUSE
 from .inline import INLINE
 from .plan_memory import PLAN_MEMORY, MemoryPlan, without_plan
 from .simplify import SIMPLIFY
+from .tile import TILE
 from .writes import WRITES
 
 PASSES: dict[str, Pass] = {p.name: p for p in [
-    INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, WRITES, FUSE, PLAN_MEMORY,
+    INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, WRITES, FUSE, TILE, PLAN_MEMORY,
 ]}
 
 # The default pipeline, top to bottom: (pass, why it runs at this point).
@@ -57,6 +58,8 @@ PIPELINE: list[tuple[str, str]] = [
      "added into their region only, so buffers filled step by step update in place"),
     ("dce", "drop the buffer versions and pads the writes pass left unread"),
     ("fuse", "elementwise chains and their reduction become one kernel each"),
+    ("tile", "runs of kernels over the same rows run block by block of rows, what they "
+     "pass each other staying in cache"),
     ("plan_memory", "reuse buffers by liveness; give backends the plan and peak bytes"),
 ]
 
