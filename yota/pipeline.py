@@ -17,25 +17,36 @@ f64[3]
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from yota.ir import passes as _passes
-from yota.ir.autodiff import vjp
 from yota.ir.core import Function
 from yota.ir.errors import GuardFailed, TraceError, YotaError
 
 from . import device as _device
 from . import tracing as _tracing
+from .cache.config import log
 from .cache.key import tape_signature
 from .cache.lookup import compile_cached, compile_traced
 from .lowering import to_ir
 from .program import Program
 from .tape import Loc, Tape, Var
 
-log = logging.getLogger("yota")
+
+def _passes() -> Any:
+    """``yota.ir.passes`` (imported on first use: a cache hit runs no pass)."""
+    from yota.ir import passes
+
+    return passes
+
+
+def vjp(fn: Function, wrt: list[int]) -> Function:
+    """``yota.ir.autodiff.vjp`` (imported on first use: a cache hit differentiates
+    nothing)."""
+    from yota.ir.autodiff import vjp as _vjp
+
+    return _vjp(fn, wrt)
 
 STAGES: dict[str, str] = {
     "traced": "the tape as typed IR (yota.to_ir(tape))",
@@ -189,7 +200,7 @@ def differentiate(tape: Tape, fn: Function) -> Function:
 def optimize(fn: Function, passes: Sequence[str] | None = None, *,
              fast_math: bool = False) -> Function:
     """``fn`` after ``passes`` (default: the whole pipeline, ``yota.ir.passes.PIPELINE``)."""
-    return _passes.optimize(fn, None if passes is None else list(passes), fast_math=fast_math)
+    return _passes().optimize(fn, None if passes is None else list(passes), fast_math=fast_math)
 
 
 def forward_ir(tape: Tape, *, optimized: bool = True) -> Function:
@@ -259,7 +270,7 @@ def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Pro
 
 
 def _pipeline_names() -> list[str]:
-    return [n for n, _ in _passes.PIPELINE]
+    return [n for n, _ in _passes().PIPELINE]
 
 
 def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kind: str,
@@ -325,8 +336,8 @@ def stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tuple[str,
     out.append(("grad", differentiate(tape, fn)))
     if upto == "grad":
         return out
-    names = [n for n, _ in _passes.PIPELINE]
-    run = _passes.optimize(out[-1][1], names[:_stage_end(names, upto)], fast_math=fast_math,
+    names = [n for n, _ in _passes().PIPELINE]
+    run = _passes().optimize(out[-1][1], names[:_stage_end(names, upto)], fast_math=fast_math,
                            trace_stages=True)
     return out + list(run[1:])
 
@@ -359,4 +370,4 @@ def run_passes(fn: Function, names: Sequence[str], *,
     """``[("input", fn), (pass, fn after it), ...]`` for the passes ``names``."""
     if not names:
         return [("input", fn)]
-    return list(_passes.optimize(fn, list(names), fast_math=fast_math, trace_stages=True))
+    return list(_passes().optimize(fn, list(names), fast_math=fast_math, trace_stages=True))

@@ -32,9 +32,11 @@ error (draw standard values and transform them: ``mu + sigma * rng.standard_norm
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -45,18 +47,39 @@ from yota.ir.types import TensorType
 from .tape import Entry
 from .userloc import user_loc, where
 
-RNG_TYPES = (np.random.Generator, np.random.RandomState)
 # methods that neither draw nor change the state: passed through unrecorded
 _QUIET = {"bit_generator", "get_state", "spawn", "__getstate__", "__reduce__", "__repr__",
           "__str__"}
-# np.random's module functions that act on the global RandomState
-_MODULE_FUNCTIONS = [n for n in dir(np.random.mtrand._rand)
-                     if not n.startswith("_") and n not in _QUIET
-                     and getattr(getattr(np.random, n, None), "__self__", None)
-                     is np.random.mtrand._rand] + ["seed"]
-# generators made inside the function (NumPy's own code checks isinstance against the
-# RandomState and Generator classes, so only the factory function is replaced)
-_CONSTRUCTORS = {"default_rng": np.random.default_rng}
+
+
+def rng_types() -> tuple[type, ...]:
+    """NumPy's generator classes (``np.random.Generator``, ``np.random.RandomState``);
+    empty while ``numpy.random`` is not imported: no generator can exist yet (importing
+    Yota does not import it; a trace does, to record draws)."""
+    mod = sys.modules.get("numpy.random")
+    return () if mod is None else (mod.Generator, mod.RandomState)
+
+
+@cache
+def _module_functions() -> list[str]:
+    """np.random's module functions that act on the global RandomState."""
+    return [n for n in dir(np.random.mtrand._rand)
+            if not n.startswith("_") and n not in _QUIET
+            and getattr(getattr(np.random, n, None), "__self__", None)
+            is np.random.mtrand._rand] + ["seed"]
+
+
+@cache
+def _constructors() -> dict[str, Any]:
+    """Generators made inside the function (NumPy's own code checks isinstance against
+    the RandomState and Generator classes, so only the factory function is replaced)."""
+    return {"default_rng": np.random.default_rng}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RNG_TYPES":  # (imports numpy.random)
+        return (np.random.Generator, np.random.RandomState)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -188,7 +211,7 @@ class Recorder:
         value = getattr(real, method)(*args, **kwargs)
         ev = Event(source, method, args, kwargs)
         self.draws.events.append(ev)
-        if isinstance(value, RNG_TYPES) or value is None:
+        if isinstance(value, rng_types()) or value is None:
             return value
         arr = np.asarray(value)
         if arr.dtype.kind in "iu" and arr.dtype not in (np.int32, np.int64):
@@ -253,11 +276,12 @@ class RecordingRNG:
 def recording(recorder: Recorder, slots: list[tuple[Any, Any]]) -> Iterator[None]:
     """While the block runs: np.random's module functions and constructors record, and
     each generator in ``slots`` ((dict, key) or (cell, None)) is a ``RecordingRNG``."""
-    saved_module = {n: getattr(np.random, n) for n in _MODULE_FUNCTIONS + list(_CONSTRUCTORS)}
+    functions, constructors = _module_functions(), _constructors()
+    saved_module = {n: getattr(np.random, n) for n in functions + list(constructors)}
     g = RecordingRNG(np.random.mtrand._rand, recorder, -1)
-    for n in _MODULE_FUNCTIONS:
+    for n in functions:
         setattr(np.random, n, _module_function(recorder, g, n))
-    for n, ctor in _CONSTRUCTORS.items():
+    for n, ctor in constructors.items():
         setattr(np.random, n, _constructor(recorder, ctor))
     swapped = []
     for holder, key in slots:

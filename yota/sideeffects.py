@@ -39,7 +39,7 @@ import numpy as np
 import yota.backends as _backends
 import yota.ir as _ir
 
-from .randomness import RNG_TYPES
+from .randomness import rng_types
 from .tracer import Tracer
 
 MAX_OBJECTS = 20_000  # objects snapshotted per trace, at most
@@ -91,7 +91,7 @@ class Snapshot:
             seen.add(id(x))
             items = _items(x)
             for holder, key, v in items:
-                if isinstance(v, RNG_TYPES):
+                if isinstance(v, rng_types()):
                     if holder is not None:  # in a tuple: checked, not recorded
                         self.rng_slots.append((holder, key))
                     else:
@@ -133,7 +133,7 @@ class Snapshot:
         return []
 
     def _rngs_in(self, holder: Any, items: Any) -> None:
-        self.rng_slots += [(holder, k) for k, v in items if isinstance(v, RNG_TYPES)]
+        self.rng_slots += [(holder, k) for k, v in items if isinstance(v, rng_types())]
 
     def restore(self) -> None:
         """Put back every attribute, dict item, global binding and list that now holds a
@@ -166,14 +166,14 @@ class Snapshot:
                 value = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
-            if isinstance(value, RNG_TYPES):
+            if isinstance(value, rng_types()):
                 self.rng_slots.append((cell, None))
             yield value
         g = f.__globals__
         for name in set(_names(f.__code__)):
             value = g.get(name, _MISSING)
             self.bindings.append((g, name, value))
-            if isinstance(value, RNG_TYPES):
+            if isinstance(value, rng_types()):
                 self.rng_slots.append((g, name))
             if value is not _MISSING:
                 yield value

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from yota.ir.errors import YotaError
 
-log = logging.getLogger("yota")
+
+class YotaLog:
+    """The ``yota`` logger (``logging.getLogger("yota")``), without importing ``logging``
+    at start-up: an info or debug record is dropped while ``logging`` is not imported
+    (nothing can have configured a handler or a level for it then, and an unconfigured
+    logger drops them too); everything else goes to the real logger."""
+
+    @staticmethod
+    def logger() -> Any:
+        import logging
+
+        return logging.getLogger("yota")
+
+    def info(self, msg: str, *args: Any) -> None:
+        if "logging" in sys.modules:
+            self.logger().info(msg, *args, stacklevel=2)
+
+    def debug(self, msg: str, *args: Any) -> None:
+        if "logging" in sys.modules:
+            self.logger().debug(msg, *args, stacklevel=2)
+
+    def warning(self, msg: str, *args: Any) -> None:
+        self.logger().warning(msg, *args, stacklevel=2)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.logger(), name)
+
+
+log = YotaLog()
 
 DEFAULT_MAX_BYTES = 1 << 30
 

@@ -115,29 +115,41 @@ def make_traced_key(fn: Function, backend: str | None, *, kind: str, signature: 
     return Key({k: parts[k] for k in TRACED_KEY_PARTS}, base.ir_text)
 
 
-def _registries() -> tuple[dict[str, Any], dict[str, Any]]:
-    from yota.ir import passes
-    from yota.ir.autodiff import RULES
+def _registries() -> list[tuple[str, dict[str, Any]]]:
+    """The derivative-rule and pass registries of the modules imported so far: one not
+    imported yet cannot have been changed (building a program imports it)."""
+    out = []
+    if "yota.ir.autodiff" in sys.modules:
+        from yota.ir.autodiff import RULES
 
-    return RULES, passes.PASSES
+        out.append(("rules", RULES))
+    if "yota.ir.passes" in sys.modules:
+        from yota.ir import passes
+
+        out.append(("passes", passes.PASSES))
+    return out
 
 
-_PRISTINE: list[tuple[tuple[str, int], ...]] = []
+_PRISTINE: dict[str, tuple[tuple[str, int], ...]] = {}
 
 
 def builtin_code_only(fn: Function) -> bool:
     """Whether building ``fn``'s program runs only code of Yota's own sources: no call to
-    a user primitive, and the derivative-rule and pass registries as Yota defines them."""
+    a user primitive, and the derivative-rule and pass registries as Yota defines them
+    (each as first seen, when it holds only Yota's code; unchanged since)."""
     if any("primitive" in c.attrs for c in fn.all_callees().values()):
         return False
-    rules, passes = _registries()
-    now = [tuple(sorted((k, id(v)) for k, v in r.items())) for r in (rules, passes)]
-    if not _PRISTINE:  # the first look: the registries as imported, unless changed since
-        code = [*rules.values(), *(getattr(p, "apply", p) for p in passes.values())]
-        if not all(getattr(c, "__module__", "").startswith("yota.") for c in code):
+    for name, registry in _registries():
+        now = tuple(sorted((k, id(v)) for k, v in registry.items()))
+        if name not in _PRISTINE:  # the first look: as imported, unless changed since
+            code = [v if name == "rules" else getattr(v, "apply", v)
+                    for v in registry.values()]
+            if not all(getattr(c, "__module__", "").startswith("yota.") for c in code):
+                return False
+            _PRISTINE[name] = now
+        if now != _PRISTINE[name]:
             return False
-        _PRISTINE.extend(now)
-    return now == _PRISTINE
+    return True
 
 
 _source_hashes: dict[str, str] = {}
