@@ -39,6 +39,9 @@ class GradientResult:
     float argument, a dict ``{field path: gradient}`` for a structure (only the fields
     that received a gradient), and None for an argument with no gradient."""
 
+    __slots__ = ("_grads", "_fn", "_argnames", "__weakref__")  # (the native fast path
+    # makes instances with these fields: backends/llvm/pyentry.py, Plan.new_object)
+
     def __init__(self, grads: list[Any], fn: Function | Program,
                  argnames: Sequence[str]) -> None:
         self._grads = grads
@@ -279,26 +282,41 @@ def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan
         else:
             np_plan.push_scalar(len(ins) + j, exe._out[j][1])
     push(0)
-    np_plan.push(GradientResult)
-    grads: list[Any] = [None] * len(args)
-    for argnum, path, j, _ in plan.leaves:
-        grads[argnum] = j if path is None else [*(grads[argnum] or []), (path, j)]
-    for g in grads:
-        if g is None or isinstance(g, int):
-            np_plan.push(None) if g is None else push(g)
-            continue
-        for path, j in g:
-            np_plan.push(path)
-            push(j)
-        np_plan.build(dict, len(g))
-    np_plan.build(list, len(args))
+    fields = ("_grads", "_fn", "_argnames")
+    made = np_plan.can_make(GradientResult, fields)  # else called: GradientResult(...)
+    if not made:
+        np_plan.push(GradientResult)
+    _native_grads(np_plan, len(args), plan, push)
     np_plan.push(program)
     np_plan.push(program.tape.argnames)
-    np_plan.call(3)
+    if made:
+        np_plan.new_object(GradientResult, fields)
+    else:
+        np_plan.call(3)
     np_plan.build(tuple, 2)
     np_plan.incr(stats, "hits")
     np_plan.setattr(program.variants, "retraces", 0)  # a hit: retraces are not consecutive
     return np_plan.finish()
+
+
+def _native_grads(np_plan: Any, nargs: int, plan: _UnpackPlan, push: Callable[[int], None]
+                  ) -> None:
+    """Add to ``np_plan`` the list of gradients as ``_unpack`` builds it (``push(j)``:
+    output ``j`` as the result holds it)."""
+    grads: list[Any] = [None] * nargs
+    for argnum, path, j, _ in plan.leaves:
+        grads[argnum] = j if path is None else [*(grads[argnum] or []), (path, j)]
+    for g in grads:
+        if g is None:
+            np_plan.push(None)
+        elif isinstance(g, int):
+            push(g)
+        else:
+            for path, j in g:
+                np_plan.push(path)
+                push(j)
+            np_plan.build(dict, len(g))
+    np_plan.build(list, nargs)
 
 
 def _native_scalars(exe: Any, args: Sequence[Any], plan: _UnpackPlan) -> dict[int, bool] | None:

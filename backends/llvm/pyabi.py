@@ -22,7 +22,7 @@ HEADER = 4  # plan words before the first op: slots, registers, stack depth, Non
 # opcodes (see pyentry_ir._Gen for each one's operand words)
 (SEQ, ITEM_T, ITEM_L, ARRAY, IS, EQ, OUT_NEW, OUT_CALL, OUT_SCRATCH, RUN, PUSH_OUT,
  PUSH_FLOAT, PUSH_SCALAR, PUSH_OBJ, LIST, TUPLE, DICT, CALL, INCR, SETATTR,
- RETURN) = range(1, 22)
+ RETURN, NEW_OBJECT) = range(1, 23)
 
 # The Python C API functions the dispatcher calls: name -> signature (result, arguments:
 # p pointer, i int32, l int64, d double, v void).
@@ -35,6 +35,7 @@ PY_API: dict[str, str] = {
     "PyDict_New": "p", "PyDict_SetItem": "i ppp",
     "PyObject_GetAttr": "p pp", "PyObject_SetAttr": "i ppp", "PyNumber_Add": "p pp",
     "PyLong_AsVoidPtr": "p p", "PyEval_SaveThread": "p", "PyEval_RestoreThread": "v p",
+    "PyType_GenericAlloc": "p pl",
 }
 # NumPy's C API, from its ``_ARRAY_API`` table: our name -> (index, signature).
 NP_API: dict[str, tuple[int, str]] = {

@@ -54,6 +54,7 @@ from .pyabi import (
     MAX_ARGS,
     METH_O,
     NAME,
+    NEW_OBJECT,
     NP_API,
     OB_SIZE,
     OB_TYPE,
@@ -262,6 +263,19 @@ class Plan:
         op = LIST if kind is list else TUPLE if kind is tuple else DICT
         self._op(op, n, push=1 - (2 * n if kind is dict else n))
 
+    @staticmethod
+    def can_make(cls: type, names: Sequence[str]) -> bool:
+        """Whether ``new_object`` can make ``cls`` instances: a plain class keeping
+        exactly the fields ``names`` in slots."""
+        return slot_offsets(cls, names) is not None
+
+    def new_object(self, cls: type, names: Sequence[str]) -> None:
+        """Replace the top ``len(names)`` items by a new ``cls`` instance holding them as
+        its attributes ``names`` (``__init__`` is not called; ``can_make`` must hold)."""
+        offsets = slot_offsets(cls, names)
+        assert offsets is not None
+        self._op(NEW_OBJECT, self.ref(cls), len(names), *offsets, push=1 - len(names))
+
     def call(self, n: int) -> None:
         """Replace a callable and ``n`` arguments on top of the stack by its result."""
         self._op(CALL, n, push=-n)
@@ -278,6 +292,25 @@ class Plan:
         self._op(RETURN)
         return make_entry([self.nslots, self.nregs, self.max_depth, self.ref(None)]
                           + self.words, self.keep)
+
+
+def slot_offsets(cls: type, names: Sequence[str]) -> list[int] | None:
+    """The byte offsets of slots ``names`` in a ``cls`` instance, found by setting them in
+    one; None unless ``cls`` is a plain class with exactly those slots (and maybe
+    ``__weakref__``), no ``__dict__``, and object's ``__new__``."""
+    slots = {n for c in cls.__mro__ for n in c.__dict__.get("__slots__", ())}
+    if cls.__new__ is not object.__new__ or cls.__dictoffset__ or cls.__itemsize__ \
+            or slots - {"__weakref__"} != set(names) or cls.__mro__[-1] is not object \
+            or len(cls.__mro__) != 2:
+        return None
+    obj = object.__new__(cls)
+    marks = [object() for _ in names]
+    for name, mark in zip(names, marks, strict=True):
+        setattr(obj, name, mark)
+    words = {ctypes.c_void_p.from_address(id(obj) + off).value: off
+             for off in range(16, cls.__basicsize__, 8)}
+    found = [words.get(id(m)) for m in marks]
+    return None if None in found else [int(f) for f in found if f is not None]
 
 
 class _MethodDef(ctypes.Structure):

@@ -25,6 +25,7 @@ from .pyabi import (
     LIST_ITEMS,
     MAX_ARGS,
     NAME,
+    NEW_OBJECT,
     NP_API,
     OB_SIZE,
     OB_TYPE,
@@ -171,7 +172,7 @@ class _Gen:
                           (PUSH_OBJ, self.op_push_obj), (LIST, self.op_list),
                           (TUPLE, self.op_tuple), (DICT, self.op_dict), (CALL, self.op_call),
                           (INCR, self.op_incr), (SETATTR, self.op_setattr),
-                          (RETURN, self.op_return)]:
+                          (RETURN, self.op_return), (NEW_OBJECT, self.op_new_object)]:
             blk = self.block(gen.__name__)
             sw.add_case(i64(code), blk)
             b.position_at_end(blk)
@@ -444,6 +445,27 @@ class _Gen:
         self.for_range(n, lambda k: self.call(
             "Py_DecRef", b.load(self.elem(self.stack, b.add(base, k)), typ=PTR)), "release")
         b.store(base, self.sp)
+
+    def op_new_object(self) -> None:  # NEW_OBJECT type, n, offset1, ..., offsetn
+        """A new instance of a class whose fields are slots at those offsets (``__init__``
+        is not called): the top ``n`` stack items move into it."""
+        b = self.b
+        n = self.word(2)
+        obj = self.call("PyType_GenericAlloc", self.word(1, PTR), i64(0))
+        got = self.block("new_object.got")
+        b.cbranch(self.null(obj), self.fail, got)
+        b.position_at_end(got)
+        base = b.sub(b.load(self.sp, typ=I64), n)
+        pc = b.load(self.pc, typ=I64)
+
+        def put(k: ir.Value) -> None:
+            off = b.load(self.elem(self.plan, b.add(pc, b.add(k, i64(3))), I64), typ=I64)
+            b.store(b.load(self.elem(self.stack, b.add(base, k)), typ=PTR), self.at(obj, off))
+        self.for_range(n, put, "fields")
+        b.store(base, self.sp)
+        self.push_value(obj)
+        self.advance(b.add(n, i64(3)))
+        b.branch(self.loop)
 
     def op_call(self) -> None:  # CALL n: stack [..., callable, arg1, ..., argn]
         b = self.b
