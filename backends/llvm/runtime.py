@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from yota.ir.core import Function
@@ -23,11 +23,13 @@ from yota.ir.errors import SignatureError, YotaError
 
 from ..artifact import Artifact as BaseArtifact
 from ..failures import raise_failure
-from ..program import StepTimes
 from ..signature import check_arity, check_input
 from .abi import ENTRY, ENTRY_OBJ
 from .jit import Loaded, cfunc
 from .target import ARRAY_ABI, Target
+
+if TYPE_CHECKING:
+    from ..program import StepTimes
 
 WS_ALIGN = 64
 
@@ -338,6 +340,8 @@ class ProfiledExecutable(LLVMExecutable):
         finally:
             t1 = time.monotonic_ns()
             got = ev.copy()
+            from ..program import StepTimes  # (profiling only: not imported to load)
+
             times = StepTimes(t0, t1, got[0::2], got[1::2])
             self._pool.append(ws)
         return outs, times
