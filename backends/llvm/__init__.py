@@ -131,9 +131,12 @@ def _load(obj: bytes, target: Any) -> Any:
 
 def _ensure_runtime() -> None:
     """Bind the helper pool's symbols (once per process: ``pool.ensure_pool``)."""
-    from .pool import ensure_pool
+    from . import objload, pool
 
-    ensure_pool()
+    pool.ensure_pool()
+    for name, addr in getattr(pool, "_addresses", {}).items():
+        if name not in objload.SYMBOLS:  # bound for MCJIT only (llvm.add_symbol)
+            objload.bind(name, addr)
 
 
 def _options(threads: int | None, par_work: float | None = None) -> Options:

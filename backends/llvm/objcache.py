@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,8 @@ def _write_object(d: Path, key: str, obj: bytes) -> None:
         os.chmod(d, 0o700)
     if not _safe_dir(d):
         return
+    import tempfile  # (imported on a write only)
+
     fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -94,6 +95,8 @@ def write_record(path: Path, rec: dict[str, Any]) -> None:
             os.chmod(d, 0o700)
         if not _safe_dir(d):
             return
+        import tempfile  # (imported on a write only)
+
         fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
         try:
             with os.fdopen(fd, "w") as f:
