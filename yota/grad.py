@@ -163,16 +163,22 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
                 return done
     check_callable(f, "grad")
     if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
-        from . import distributed
-
-        return distributed.step(comm, lambda: grad(
-            f, *args, dynamic=dynamic, backend=backend, optimize=optimize, cache=cache,
-            has_aux=has_aux), args)
+        return _distributed(f, args, comm, dynamic=dynamic, backend=backend,
+                            optimize=optimize, cache=cache, has_aux=has_aux)
     value, grads, program = run_grad(f, args, Options(dynamic, backend, optimize, cache,
                                                        has_aux))
     if default and program is not None:
         _remember_fast(f, program, args)
     return value, grads
+
+
+def _distributed(f: Callable[..., Any], args: tuple[Any, ...], comm: Any, **options: Any
+                 ) -> tuple[Any, GradientResult]:
+    """``yota.grad(..., comm=comm)``: this rank's result averaged over the ranks (a
+    function of its own: a closure in ``grad`` would cost every call its cells)."""
+    from . import distributed
+
+    return distributed.step(comm, lambda: grad(f, *args, **options), args)
 
 
 # -- the fast path of a repeated call -------------------------------------------------------

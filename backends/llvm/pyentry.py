@@ -303,7 +303,7 @@ def slot_offsets(cls: type, names: Sequence[str]) -> list[int] | None:
             or slots - {"__weakref__"} != set(names) or cls.__mro__[-1] is not object \
             or len(cls.__mro__) != 2:
         return None
-    obj = object.__new__(cls)
+    obj: Any = object.__new__(cls)
     marks = [object() for _ in names]
     for name, mark in zip(names, marks, strict=True):
         setattr(obj, name, mark)
