@@ -17,8 +17,9 @@ kernel output, written to memory once. ``broadcast`` ops (index arithmetic, free
 kernel) and splat constants (a literal) are copied into every kernel that reads them.
 Expensive ops (transcendentals, division...) are never computed twice; a value made by at
 most ``MAX_RECOMPUTE`` cheap ops (``CHEAP``: add, mul, square...) from one value that is
-in memory anyway is recomputed by the kernels that read it instead of being written and
-read back (``1 - h*h`` from ``h``). A kernel whose body would hold a single op is left as
+in memory anyway (and smaller values broadcast to it) is recomputed by the kernels that
+read it instead of being written and read back (``1 - h*h`` from ``h``, ``x + b`` from
+``x`` and a bias ``b``). A kernel whose body would hold a single op is left as
 that op. ``matmul``, ``gather``, shape ops and calls stay outside kernels.
 """
 
@@ -169,7 +170,9 @@ def recomputed(grouping: Grouping, kernels: set[int], outputs: set[Value]) -> di
     a kernel of the same domain (``kernels`` holds their group ids), and at most
     ``MAX_RECOMPUTE`` cheap ops of its group compute it from a single value that is
     materialized anyway (an input of the group, or a member result that something other
-    than a kernel reads); constants and broadcasts of them are free.
+    than a kernel reads); constants and broadcasts of them are free, and so are smaller
+    values broadcast to the domain (``z - m`` with ``m`` a row maximum reads ``z``'s
+    memory once more, and a row of ``m``).
     """
     must = _materialized(grouping, kernels, outputs)
     out: dict[Value, Op] = {}
@@ -200,7 +203,8 @@ def _materialized(grouping: Grouping, kernels: set[int], outputs: set[Value]) ->
 
 def _cheap_cone(grouping: Grouping, g: int, r: Value,
                 must: set[Value]) -> dict[Value, Op] | None:
-    """The cheap member ops computing ``r`` from one materialized value, or None."""
+    """The cheap member ops computing ``r`` from one materialized value of the domain's
+    shape (and any smaller ones it broadcasts: a row maximum, a bias), or None."""
     cone: dict[Value, Op] = {}
     leaves: set[Value] = set()
     stack = [r]
@@ -217,7 +221,8 @@ def _cheap_cone(grouping: Grouping, g: int, r: Value,
             return None
         cone[v] = op
         stack.extend(op.operands)
-    return cone if len(leaves) <= 1 else None
+    domain = grouping.groups[g].domain
+    return cone if sum(v.shape == domain for v in leaves) <= 1 else None
 
 
 class KernelBuilder:
