@@ -1,5 +1,7 @@
 """Yota's typed SSA IR: types, ops, functions, printer/parser, verifier, interpreter."""
 
+from typing import TYPE_CHECKING, Any
+
 from .core import Builder, Function, Op, Value, make_op
 from .errors import (
     GuardFailed,
@@ -14,10 +16,22 @@ from .errors import (
 )
 from .interpreter import run
 from .ops import OPS, OpDef, get_opdef
-from .parser import parse, parse_module
 from .printer import print_function
 from .types import TensorType, as_dtype, dtype_name, type_of
 from .verifier import maybe_verify, verify
+
+if TYPE_CHECKING:
+    from .parser import parse, parse_module
+
+
+def __getattr__(name: str) -> Any:
+    """``parse`` and ``parse_module`` (the parser, which imports json, is loaded on first
+    use: importing Yota parses nothing)."""
+    if name in ("parse", "parse_module"):
+        from . import parser
+
+        return getattr(parser, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Builder", "Function", "Op", "Value", "make_op", "GuardFailed", "IRTypeError",

@@ -19,7 +19,7 @@ import importlib
 import os
 import sys
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from yota.ir.errors import (
     GuardFailed,
@@ -34,8 +34,20 @@ from yota.ir.errors import (
 from .grad import GradientResult, grad, stats
 from .pipeline import trace  # traces through when called inside a trace
 from .primitives import primitive
-from .profile import Profile, profile  # per-step timing of compiled programs
 from .tape import Tape
+
+if TYPE_CHECKING:
+    from . import autograd, cache, distributed
+    from .aot import aot
+    from .compile import CompiledFunction, compile, play
+    from .device import to_device
+    from .explain import explain
+    from .graphview import Graph, graph
+    from .lowering import to_ir
+    from .profile import Profile, profile
+    from .rules import check_rule, diffrule, nodiff
+    from .simplegrad import simplegrad
+    from .update import update_
 
 __version__ = "0.1.0"
 
@@ -58,6 +70,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "nodiff": ("yota.rules", "nodiff"),
     "simplegrad": ("yota.simplegrad", "simplegrad"),
     "update_": ("yota.update", "update_"),
+    "Profile": ("yota.profile", "Profile"),  # per-step timing of compiled programs
+    "profile": ("yota.profile", "profile"),
 }
 # submodules named like the function they define: the package attribute is the function
 _SHADOWED = {name for name, (mod, attr) in _LAZY.items() if mod == f"yota.{name}" and attr}

@@ -27,11 +27,16 @@ from yota.ir.errors import GuardFailed, TraceError, YotaError
 from . import device as _device
 from . import tracing as _tracing
 from .cache.config import log
-from .cache.key import tape_signature
-from .cache.lookup import compile_cached, compile_traced
 from .lowering import to_ir
 from .program import Program
 from .tape import Loc, Tape, Var
+
+
+def tape_signature(tape: Tape) -> tuple[Any, ...]:
+    """``yota.cache.key.tape_signature`` (the cache is imported on first use)."""
+    from .cache.key import tape_signature as signature
+
+    return signature(tape)
 
 
 def _passes() -> Any:
@@ -233,6 +238,8 @@ def build_program(tape: Tape, fn: Function, backend: str | None, *, kind: str,
                   cache: bool = True) -> Program:
     """Compile ``fn`` (built from ``tape``) through the on-disk cache: the key comes from
     the printed IR, so a hit skips only the native compilation."""
+    from .cache.lookup import compile_cached
+
     exe = compile_cached(fn, backend, kind=kind, use_cache=cache,
                          signature=tape_signature(tape))
     return Program.build(tape, fn, exe)
@@ -245,6 +252,8 @@ def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
     and the native compilation."""
     fn = lower(tape) if fn is None else fn
     stats.compiles += 1
+    from .cache.lookup import compile_traced
+
     exe, built, facts = compile_traced(
         fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
         signature=tape_signature(tape), derivation=grad_derivation(tape, optimized),
@@ -263,6 +272,8 @@ def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Pro
     """The compiled, optimized forward program of ``tape`` (through the cache by the
     traced program first, as ``build_grad``)."""
     fn = lower(tape)
+    from .cache.lookup import compile_traced
+
     exe, built, facts = compile_traced(
         fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
         derivation={"passes": _pipeline_names()}, use_cache=cache)

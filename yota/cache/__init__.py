@@ -54,9 +54,9 @@ checked reads, eviction), ``lookup`` (compiling through the cache), ``explanatio
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from . import traced
 from .config import (
     DEFAULT_MAX_BYTES,
     BadEntry,
@@ -67,46 +67,68 @@ from .config import (
     max_bytes,
     stats,
 )
-from .key import (
-    FORMAT,
-    KEY_PARTS,
-    TRACED_KEY_PARTS,
-    Key,
-    _source_hashes,
-    _yota_version,
-    builtin_code_only,
-    describe_signature,
-    make_key,
-    make_traced_key,
-    source_files,
-    tape_signature,
-)
-from .lookup import compile_cached, compile_traced, load, lookup_or_compile, save
-from .store import (
-    FILES,
-    TMP_MAX_AGE,
-    DiskCache,
-    StoredEntry,
-    checksum,
-    clear,
-    default_cache,
-    entries,
-    entry_meta,
-    info,
-    verify,
-)
 
-_EXPLANATION = ("Explanation", "explain_key", "iter_parts")
+if TYPE_CHECKING:
+    from . import traced
+    from .explanation import Explanation, explain_key, iter_parts
+    from .key import (
+        FORMAT,
+        KEY_PARTS,
+        TRACED_KEY_PARTS,
+        Key,
+        _source_hashes,
+        _yota_version,
+        builtin_code_only,
+        describe_signature,
+        make_key,
+        make_traced_key,
+        source_files,
+        tape_signature,
+    )
+    from .lookup import compile_cached, compile_traced, load, lookup_or_compile, save
+    from .store import (
+        FILES,
+        TMP_MAX_AGE,
+        DiskCache,
+        StoredEntry,
+        checksum,
+        clear,
+        default_cache,
+        entries,
+        entry_meta,
+        info,
+        verify,
+    )
+
+# The rest is imported on first use (module ``__getattr__``): importing Yota loads only
+# ``config``; the first gradient loads the keys, the store and the lookup (hashlib,
+# json); ``explanation`` (difflib) only for ``explain``.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("FORMAT", "KEY_PARTS", "TRACED_KEY_PARTS", "Key", "_source_hashes",
+                     "_yota_version", "builtin_code_only", "describe_signature", "make_key",
+                     "make_traced_key", "source_files", "tape_signature"), "key"),
+    **dict.fromkeys(("compile_cached", "compile_traced", "load", "lookup_or_compile",
+                     "save"), "lookup"),
+    **dict.fromkeys(("FILES", "TMP_MAX_AGE", "DiskCache", "StoredEntry", "checksum",
+                     "clear", "default_cache", "entries", "entry_meta", "info", "verify"),
+                    "store"),
+    **dict.fromkeys(("Explanation", "explain_key", "iter_parts"), "explanation"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    """``Explanation``, ``explain_key`` and ``iter_parts`` (``explanation``, which
-    imports difflib) are imported on first use."""
-    if name in _EXPLANATION:
-        from . import explanation
+    if name == "traced":
+        return importlib.import_module(f"{__name__}.traced")
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
 
-        return getattr(explanation, name)
-    raise AttributeError(f"module 'yota.cache' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | {"traced"})
 
 
 __all__ = [

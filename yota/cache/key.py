@@ -118,7 +118,7 @@ def make_traced_key(fn: Function, backend: str | None, *, kind: str, signature: 
 def _registries() -> list[tuple[str, dict[str, Any]]]:
     """The derivative-rule and pass registries of the modules imported so far: one not
     imported yet cannot have been changed (building a program imports it)."""
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     if "yota.ir.autodiff" in sys.modules:
         from yota.ir.autodiff import RULES
 
