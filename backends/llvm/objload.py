@@ -20,7 +20,6 @@ are not registered: generated code never unwinds (no exceptions, helpers never e
 from __future__ import annotations
 
 import ctypes
-import mmap
 import os
 import struct
 import sys
@@ -45,10 +44,17 @@ RELOCS: dict[int, tuple[int, bool, bool]] = {
     11: (4, False, True),  # R_X86_64_32S
     24: (8, True, True),  # R_X86_64_PC64
 }
+PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
+MAP_PRIVATE, MAP_ANONYMOUS = 0x02, 0x20  # Linux
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _LIBC.mprotect.restype = ctypes.c_int
-_PAGE = mmap.PAGESIZE
+_LIBC.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_LIBC.mmap.restype = ctypes.c_void_p
+_LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_LIBC.munmap.restype = ctypes.c_int
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def usable() -> bool:
@@ -72,11 +78,17 @@ def process_symbol(name: str) -> int | None:
 
 
 class Image:
-    """Loaded code: the mapping (kept alive as long as this object) and the addresses of
-    the symbols asked for."""
+    """Loaded code: a private anonymous mapping of ``size`` bytes at ``base`` (unmapped
+    when this object is collected) and the addresses of the symbols asked for."""
 
-    def __init__(self, mapping: mmap.mmap, base: int, addresses: dict[str, int]) -> None:
-        self.mapping, self.base, self.addresses = mapping, base, addresses
+    def __init__(self, base: int, size: int) -> None:
+        self.base, self.size = base, size
+        self.addresses: dict[str, int] = {}
+
+    def __del__(self) -> None:
+        if self.base:
+            _LIBC.munmap(self.base, self.size)
+            self.base = 0
 
 
 class _Decline(Exception):
@@ -120,8 +132,7 @@ def _layout(secs: list[tuple[int, ...]]) -> tuple[dict[int, int], list[tuple[int
         if typ not in (SHT_PROGBITS, SHT_NOBITS) or flags & SHF_TLS:
             raise _Decline(f"section type {typ:#x}")
         groups[0 if flags & SHF_EXECINSTR else 2 if flags & SHF_WRITE else 1].append(i)
-    prots = (mmap.PROT_READ | mmap.PROT_EXEC, mmap.PROT_READ,
-             mmap.PROT_READ | mmap.PROT_WRITE)
+    prots = (PROT_READ | PROT_EXEC, PROT_READ, PROT_READ | PROT_WRITE)
     offsets: dict[int, int] = {}
     spans = []
     pos = 0
@@ -143,11 +154,10 @@ def _load(obj: memoryview, symbols: list[str], resolve: Callable[[str], int | No
     secs = _sections(obj)
     offsets, spans = _layout(secs)
     size = max((end for _, end, _ in spans), default=_PAGE)
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                        prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    view = ctypes.c_char.from_buffer(mapping)
-    base = ctypes.addressof(view)
-    del view  # (a live export would pin the mapping's size)
+    base = _LIBC.mmap(None, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    if base is None or base == ctypes.c_void_p(-1).value:
+        raise _Decline(f"mmap failed: {os.strerror(ctypes.get_errno())}")
+    mapped = Image(base, size)  # unmapped again if anything below declines
     image = bytearray(size)
     for i, off in offsets.items():
         s = secs[i]
@@ -163,14 +173,15 @@ def _load(obj: memoryview, symbols: list[str], resolve: Callable[[str], int | No
             _relocate(obj, s, image, offsets[s[7]], base, addrs)
         elif s[1] == 9:  # SHT_REL: not emitted for x86-64
             raise _Decline("REL relocations")
-    mapping[:] = bytes(image)
+    ctypes.memmove(base, bytes(image), size)
     for start, end, prot in spans:
         if _LIBC.mprotect(base + start, end - start, prot) != 0:  # e.g. no exec mappings
             raise _Decline(f"mprotect failed: {os.strerror(ctypes.get_errno())}")
     missing = [n for n in symbols if n not in names]
     if missing:
         raise _Decline(f"symbols {missing} not defined")
-    return Image(mapping, base, {n: names[n] for n in symbols})
+    mapped.addresses = {n: names[n] for n in symbols}
+    return mapped
 
 
 def _cstr(obj: memoryview, strsec: tuple[int, ...], off: int) -> str:
