@@ -29,6 +29,7 @@ from .cache.config import log
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
 from .tape import Tape, Var
+from .tracer import _local as tracer_state  # (its "stack": tracer.current_context)
 from .validate import argument_error, check_callable
 
 __all__ = ["GradientResult", "Stats", "build_grad_program", "grad", "stats"]
@@ -157,8 +158,8 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     default = not dynamic and backend is None and optimize and not has_aux and comm is None
     if default and Program.run is _PLAIN_RUN:  # (yota.profile replaces Program.run)
         fast = _fast.get(id(f))
-        if fast is not None and fast[0]() is f and tracing.current_context() is None:
-            done = fast[1](args)  # the latest program, if the arguments fit it
+        if fast is not None:  # the latest program, if f is still the function it was
+            done = fast[1](f, args)  # made for, no trace runs here, and the arguments fit
             if done is not None:
                 return done
     check_callable(f, "grad")
@@ -199,14 +200,14 @@ def _remember_fast(f: Any, program: Program, args: Sequence[Any]) -> None:
     known = _fast.get(id(f))
     if known is not None and known[0]() is f and known[2] is program:
         return
-    fast = program.fast
-    if fast is None:
-        fast = program.fast = _make_fast(program, args) or False
-    if fast is False:
-        return
     try:
         ref = weakref.ref(f, _forget(id(f)))
     except TypeError:  # not weakly referenceable: no fast path
+        return
+    fast = program.fast
+    if fast is None:  # (a program belongs to one function: its variants are f's)
+        fast = program.fast = _make_fast(program, args, ref) or False
+    if fast is False:
         return
     _fast[id(f)] = (ref, fast, program)
 
@@ -215,8 +216,10 @@ def _forget(key: int) -> Callable[[Any], Any]:
     return lambda _: _fast.pop(key, None)
 
 
-def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | None:
-    """The fast path of ``program`` for arguments like ``args``: arrays, hashable
+def _make_fast(program: Program, args: Sequence[Any], ref: weakref.ref[Any]
+               ) -> Callable[..., Any] | None:
+    """The fast path ``fast(f, args)`` of ``program`` for function ``ref()`` (else None),
+    no trace running in this thread, and arguments like ``args``: arrays, hashable
     constants (int, bool, str, None) and tuples and lists of them, and a program without
     captured arrays, constants from user code or random numbers (those need the general
     path's checks). None when it does not apply."""
@@ -225,7 +228,7 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
             or tape.has_aux or program.unpack_plan is None or program.variants is None:
         return None
     plan: _UnpackPlan = program.unpack_plan
-    native = _native_fast(program, args, plan) if NATIVE_FAST else None
+    native = _native_fast(program, args, plan, ref) if NATIVE_FAST else None
     if native is not None:
         return native
     names = [f"a{i}" for i in range(len(args))]
@@ -233,7 +236,8 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
                           "program": program, "argnames": tape.argnames,
                           "variants": program.variants,
                           "GuardFailed": GuardFailed, "run": getattr(program.exe, "_stub",
-                                                                     program.exe)}
+                                                                     program.exe),
+                          "ref": ref, "context": tracing.current_context}
     checks: list[str] = []
     leaves: list[str] = []  # in the order of flatten_args
     if not all(_fast_checks(a, name, ns, checks, leaves) for a, name in zip(args, names,
@@ -242,8 +246,8 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
     grads = _fast_grads(plan, args)
     value = "float(outs[0])" if plan.value_is_float else "outs[0][()]"
     lines = [
-        "def fast(args):",
-        f"    if len(args) == {len(args)}:",
+        "def fast(f, args):",
+        f"    if ref() is f and context() is None and len(args) == {len(args)}:",
         f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names else "",
         f"        if {' and '.join(checks) or 'True'}:",
         "            try:",
@@ -259,20 +263,22 @@ def _make_fast(program: Program, args: Sequence[Any]) -> Callable[..., Any] | No
     return ns["fast"]
 
 
-def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan
-                 ) -> Callable[..., Any] | None:
+def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan,
+                 ref: weakref.ref[Any]) -> Callable[..., Any] | None:
     """The fast path as native code (the llvm backend's ``pyentry``): the same checks,
     outputs and result as ``_make_fast``'s Python code, with no Python frame; None where
     it does not apply (another backend, a layout it does not know, an argument it does
     not check)."""
     exe = program.exe
-    np_plan = getattr(exe, "native_plan", lambda: None)()
+    np_plan = getattr(exe, "native_plan", lambda nargs: None)(2)  # fast(f, args)
     if np_plan is None:
         return None
+    np_plan.referent(0, ref)
+    np_plan.not_set(tracer_state, "stack")  # tracing.current_context() is None
     ins = [(tuple(s), d) for s, d, *_ in exe._in]
     leaves: list[Any] = []
     if not all(_native_checks(a, reg, np_plan, ins, leaves) for a, reg in
-               zip(args, np_plan.seq(0, tuple, len(args)), strict=True)) \
+               zip(args, np_plan.seq(1, tuple, len(args)), strict=True)) \
             or len(leaves) != len(ins):
         return None
     as_float = _native_scalars(exe, args, plan)

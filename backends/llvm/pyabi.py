@@ -12,17 +12,19 @@ NAME = "yota_pyentry"
 # the first item of a tuple, the item vector of a list, the bytes of a bytes object.
 OB_TYPE, OB_SIZE, TUPLE_ITEMS, LIST_ITEMS, BYTES_DATA = 8, 16, 24, 24, 32
 ARRAY_DESCR = 56  # PyArrayObject.descr
-METH_O = 0x0008
+METH_FASTCALL = 0x0080
+WEAKREF_OBJECT = 16  # PyWeakReference.wr_object (None once the referent is gone)
 # the most pointer arguments (inputs, outputs, workspace) of a program called (_Gen._kernel)
 EXACT_ARGS = 16
 PADDED_ARGS = (32, 64) if platform.machine() in ("x86_64", "AMD64") else ()
 MAX_ARGS = max((EXACT_ARGS, *PADDED_ARGS))
-HEADER = 4  # plan words before the first op: slots, registers, stack depth, None
+HEADER = 5  # plan words before the first op: slots, registers, stack depth, None,
+# positional arguments
 
 # opcodes (see pyentry_ir._Gen for each one's operand words)
 (SEQ, ITEM_T, ITEM_L, ARRAY, IS, EQ, OUT_NEW, OUT_CALL, OUT_SCRATCH, RUN, PUSH_OUT,
  PUSH_FLOAT, PUSH_SCALAR, PUSH_OBJ, LIST, TUPLE, DICT, CALL, INCR, SETATTR,
- RETURN, NEW_OBJECT) = range(1, 23)
+ RETURN, NEW_OBJECT, REFERENT, NOT_SET) = range(1, 25)
 
 # The Python C API functions the dispatcher calls: name -> signature (result, arguments:
 # p pointer, i int32, l int64, d double, v void).

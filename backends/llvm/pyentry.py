@@ -4,7 +4,7 @@ frame of its own.
 A call of a compiled program through Python code costs microseconds: the arguments are
 checked one by one, output arrays are made by ``np.empty``, the native code is reached
 through ctypes, and the result objects are built by the interpreter. Here one native
-function does all of it, with the CPython calling convention (``METH_O``): a builtin
+function does all of it, with the CPython calling convention (``METH_FASTCALL``): a builtin
 function object made by ``PyCFunction_NewEx`` whose ``self`` is a tuple holding a *plan*
 (a ``bytes`` object of 64-bit words) and every Python object the plan refers to.
 
@@ -33,6 +33,7 @@ import os
 import sys
 import sysconfig
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -52,9 +53,10 @@ from .pyabi import (
     LIST,
     LIST_ITEMS,
     MAX_ARGS,
-    METH_O,
+    METH_FASTCALL,
     NAME,
     NEW_OBJECT,
+    NOT_SET,
     NP_API,
     OB_SIZE,
     OB_TYPE,
@@ -66,12 +68,14 @@ from .pyabi import (
     PUSH_OUT,
     PUSH_SCALAR,
     PY_API,
+    REFERENT,
     RETURN,
     RUN,
     SEQ,
     SETATTR,
     TUPLE,
     TUPLE_ITEMS,
+    WEAKREF_OBJECT,
 )
 from .target import ARRAY_ABI
 
@@ -108,6 +112,7 @@ def _layout_ok() -> bool:
     word = lambda addr: ctypes.c_void_p.from_address(addr).value or 0  # noqa: E731
     t, lst, b = (object(), 7), [object(), 8], b"plan words"
     a = np.zeros((2, 3))
+    wr = weakref.ref(_layout_ok)
     table = _numpy_api()
     return (table is not None and _np_function(table, _NP_TYPE_INDEX) == id(np.ndarray)
             and word(id(t) + OB_TYPE) == id(tuple) and word(id(t) + OB_SIZE) == 2
@@ -115,6 +120,7 @@ def _layout_ok() -> bool:
             and word(word(id(lst) + LIST_ITEMS)) == id(lst[0])
             and ctypes.string_at(id(b) + BYTES_DATA, len(b)) == b
             and word(id(a) + ARRAY_DESCR) == id(a.dtype)
+            and word(id(wr) + WEAKREF_OBJECT) == id(_layout_ok)
             and word(id(a) + ARRAY_ABI["data"]) == a.ctypes.data)
 
 
@@ -175,15 +181,16 @@ def _load_dispatcher(jit: Any, target: Any) -> Any:
 class Plan:
     """A plan under construction: ``words`` and the objects they refer to (``keep``).
 
-    Registers hold borrowed references to parts of the argument tuple (register 0 is the
-    tuple itself); slots are the pointers the program gets (inputs, outputs, workspace);
-    the stack holds new references while the result is built."""
+    Registers hold borrowed references to the positional arguments (registers ``0`` to
+    ``nargs - 1``; a call with another count is declined) and to parts of them; slots are
+    the pointers the program gets (inputs, outputs, workspace); the stack holds new
+    references while the result is built."""
 
-    def __init__(self, nslots: int) -> None:
-        self.nslots = nslots
+    def __init__(self, nslots: int, nargs: int = 1) -> None:
+        self.nslots, self.nargs = nslots, nargs
         self.words: list[int] = []
         self.keep: list[Any] = []
-        self.nregs = 1
+        self.nregs = nargs
         self.depth = self.max_depth = 0
 
     def ref(self, obj: Any) -> int:
@@ -212,6 +219,15 @@ class Plan:
         same descriptor object) and ``shape``, C-contiguous and aligned; its data goes to
         ``slot``."""
         self._op(ARRAY, reg, self.ref(np.ndarray), self.ref(dtype), len(shape), slot, *shape)
+
+    def referent(self, reg: int, ref: Any) -> None:
+        """Check that weak reference ``ref`` refers to the object in register ``reg``."""
+        self._op(REFERENT, reg, self.ref(ref))
+
+    def not_set(self, obj: Any, name: str) -> None:
+        """Check that ``getattr(obj, name, None)`` is None or an empty list (``obj`` may
+        be a ``threading.local``: this thread's attribute)."""
+        self._op(NOT_SET, self.ref(obj), self.ref(sys.intern(name)), self.ref(list))
 
     def is_(self, reg: int, obj: Any) -> None:
         self._op(IS, reg, self.ref(obj))
@@ -287,11 +303,11 @@ class Plan:
         self._op(SETATTR, self.ref(obj), self.ref(sys.intern(name)), self.ref(value))
 
     def finish(self) -> Callable[[Any], Any]:
-        """The native entry: a builtin function of one argument (the argument tuple)."""
+        """The native entry: a builtin function of ``nargs`` positional arguments."""
         assert self.depth == 1, "the plan must leave exactly the result on the stack"
         self._op(RETURN)
-        return make_entry([self.nslots, self.nregs, self.max_depth, self.ref(None)]
-                          + self.words, self.keep)
+        return make_entry([self.nslots, self.nregs, self.max_depth, self.ref(None),
+                           self.nargs] + self.words, self.keep)
 
 
 def slot_offsets(cls: type, names: Sequence[str]) -> list[int] | None:
@@ -321,7 +337,7 @@ class _MethodDef(ctypes.Structure):
 def make_entry(words: Sequence[int], keep: Sequence[Any]) -> Callable[[Any], Any]:
     """A builtin function running the plan ``words``; it holds ``keep`` alive."""
     plan = np.array(words, dtype=np.int64).tobytes()
-    mdef = _MethodDef(b"yota_native_call", _dispatcher(), METH_O, None)
+    mdef = _MethodDef(b"yota_native_call", _dispatcher(), METH_FASTCALL, None)
     keeper = (plan, mdef, tuple(keep))
     new = ctypes.pythonapi.PyCFunction_NewEx
     new.restype = ctypes.py_object

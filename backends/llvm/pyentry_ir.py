@@ -1,6 +1,6 @@
 """The native dispatcher of ``pyentry.py``, generated as LLVM IR: a loop over a plan's
-ops (a ``switch`` on each opcode), with the CPython calling convention ``METH_O``:
-``ptr yota_pyentry(ptr self, ptr args)``."""
+ops (a ``switch`` on each opcode), with the CPython calling convention ``METH_FASTCALL``:
+``ptr yota_pyentry(ptr self, ptr *args, i64 nargs)``."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .pyabi import (
     MAX_ARGS,
     NAME,
     NEW_OBJECT,
+    NOT_SET,
     NP_API,
     OB_SIZE,
     OB_TYPE,
@@ -38,12 +39,14 @@ from .pyabi import (
     PUSH_OUT,
     PUSH_SCALAR,
     PY_API,
+    REFERENT,
     RETURN,
     RUN,
     SEQ,
     SETATTR,
     TUPLE,
     TUPLE_ITEMS,
+    WEAKREF_OBJECT,
 )
 from .target import ARRAY_ABI
 from .types import F32, F64, I1, I8, I32, I64, PTR, VOID, i64
@@ -72,7 +75,7 @@ class _Gen:
         self.api = {n: ir.Function(m, _signature(sig), n) for n, sig in PY_API.items()}
         for n, (_, sig) in NP_API.items():
             self.api[n] = ir.Function(m, _signature(sig), n)
-        self.f = ir.Function(m, ir.FunctionType(PTR, [PTR, PTR]), NAME)
+        self.f = ir.Function(m, ir.FunctionType(PTR, [PTR, PTR, I64]), NAME)
         self.b = ir.IRBuilder(self.f.append_basic_block("entry"))
 
     # helpers
@@ -139,12 +142,18 @@ class _Gen:
     # the function
     def build(self) -> None:
         b = self.b
-        self_, args = self.f.args
+        self_, args, nargs = self.f.args
         plan_obj = self.load(self_, TUPLE_ITEMS)
         self.plan = self.at(plan_obj, BYTES_DATA)
         head = lambda k: b.load(self.elem(self.plan, i64(k), I64), typ=I64)  # noqa: E731
         nslots, nregs, depth = head(0), head(1), head(2)
         self.none = b.inttoptr(head(3), PTR)
+        arity_ok, wrong = self.block("arity.ok"), self.block("arity.wrong")
+        b.cbranch(b.icmp_signed("==", b.and_(nargs, i64(0xFFFFFFFF)), head(4)), arity_ok, wrong)
+        b.position_at_end(wrong)  # (nothing made yet)
+        self.call("Py_IncRef", self.none)
+        b.ret(self.none)
+        b.position_at_end(arity_ok)
         self.slots = b.alloca(PTR, i64(MAX_ARGS))
         self.objs = b.alloca(PTR, nslots)
         self.regs = b.alloca(PTR, nregs)
@@ -155,7 +164,8 @@ class _Gen:
         self.pc, self.sp = b.alloca(I64), b.alloca(I64)
         b.store(i64(HEADER), self.pc)
         b.store(i64(0), self.sp)
-        b.store(args, self.regs)
+        self.for_range(head(4), lambda k: b.store(b.load(self.elem(args, k), typ=PTR),
+                                                  self.elem(self.regs, k)), "args")
         self.for_range(nslots, lambda k: b.store(ir.Constant(PTR, None),
                                                  self.elem(self.objs, k)), "clear")
         self.loop, self.fail = self.block("loop"), self.block("fail")
@@ -172,7 +182,8 @@ class _Gen:
                           (PUSH_OBJ, self.op_push_obj), (LIST, self.op_list),
                           (TUPLE, self.op_tuple), (DICT, self.op_dict), (CALL, self.op_call),
                           (INCR, self.op_incr), (SETATTR, self.op_setattr),
-                          (RETURN, self.op_return), (NEW_OBJECT, self.op_new_object)]:
+                          (RETURN, self.op_return), (NEW_OBJECT, self.op_new_object),
+                          (REFERENT, self.op_referent), (NOT_SET, self.op_not_set)]:
             blk = self.block(gen.__name__)
             sw.add_case(i64(code), blk)
             b.position_at_end(blk)
@@ -251,6 +262,29 @@ class _Gen:
     def op_is(self) -> None:  # IS reg, obj
         ok = self.b.icmp_unsigned("==", self.reg(1), self.word(2, PTR))
         self.advance(3)
+        self.next_or_fail(ok)
+
+    def op_referent(self) -> None:  # REFERENT reg, weakref: the weakref refers to reg
+        ok = self.b.icmp_unsigned("==", self.load(self.word(2, PTR), WEAKREF_OBJECT),
+                                  self.reg(1))
+        self.advance(3)
+        self.next_or_fail(ok)
+
+    def op_not_set(self) -> None:  # NOT_SET obj, name, list type: obj.name missing, None, []
+        b = self.b
+        v = self.call("PyObject_GetAttr", self.word(1, PTR), self.word(2, PTR))
+        is_list = self.word(3, PTR)
+        self.advance(4)
+        some, missing = self.block("not_set.some"), self.block("not_set.missing")
+        b.cbranch(self.null(v), missing, some)
+        b.position_at_end(missing)  # (AttributeError: cleared)
+        self.call("PyErr_Clear")
+        b.branch(self.loop)
+        b.position_at_end(some)
+        empty_list = b.and_(b.icmp_unsigned("==", self.load(v, OB_TYPE), is_list),
+                            b.icmp_signed("==", self.load(v, OB_SIZE, I64), i64(0)))
+        ok = b.or_(b.icmp_unsigned("==", v, self.none), empty_list)
+        self.call("Py_DecRef", v)
         self.next_or_fail(ok)
 
     def op_eq(self) -> None:  # EQ reg, type, obj

@@ -183,10 +183,11 @@ class LLVMExecutable:
         return ns["stub"]
 
     # -- native entries (pyentry.py) ----------------------------------------------------
-    def native_plan(self) -> Any:
-        """A ``pyentry.Plan`` to call this program from native code, or None where that
-        is not available. The caller adds the argument checks (loading input ``i``'s data
-        into slot ``i``), then ``native_run``, then the result's ops."""
+    def native_plan(self, nargs: int = 1) -> Any:
+        """A ``pyentry.Plan`` to call this program from native code (a builtin function
+        of ``nargs`` arguments), or None where that is not available. The caller adds the
+        argument checks (loading input ``i``'s data into slot ``i``), then ``native_run``,
+        then the result's ops."""
         if type(self) is not LLVMExecutable or not ARRAY_ABI_OK:
             return None  # (a profiled executable times its calls in Python)
         from . import pyentry
@@ -194,7 +195,7 @@ class LLVMExecutable:
         nslots = len(self._in) + len(self._out) + 1
         if nslots > pyentry.MAX_ARGS or not pyentry.available():
             return None
-        return pyentry.Plan(nslots)
+        return pyentry.Plan(nslots, nargs)
 
     def native_run(self, plan: Any, scratch: set[int]) -> None:
         """Add to ``plan`` the outputs (those in ``scratch``, 0-d ones the result reads
