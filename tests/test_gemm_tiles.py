@@ -3,11 +3,15 @@ a product split into row or column tiles that the caller and Yota's helper threa
 one at a time must equal the unsplit product (one BLAS call) within the BLAS tolerance
 (``tests/precision.py``'s rule for ``matmul``), for every transposition, odd sizes,
 batched products, and products smaller than a tile; and compiled gradients that tile
-their GEMMs must stay right when many Python threads call them at once."""
+their GEMMs must stay right when many Python threads call them at once. The pool's
+backoff (jobs alone, whole-matrix calls) gives the unsplit product exactly, also while
+other threads switch it on and off, and a fork()ed child gets a working pool."""
 
 from __future__ import annotations
 
+import os
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -210,3 +214,125 @@ def test_own_blas_instance_is_separate_and_single_threaded() -> None:
         native.compile(_product(300, 300, 300, False, False, "f64"), threads=2)(
             np.ones((300, 300)), np.ones((300, 300)))
         assert numpy_blas.scipy_openblas_get_num_threads64_() == before
+
+
+def _inputs(m: int, k: int, n: int, dtype: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, k)).astype(DT[dtype]),
+            rng.standard_normal((k, n)).astype(DT[dtype]))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_backed_off_pool_makes_whole_calls(dtype: str) -> None:
+    """While the pool backs off, a tiled GEMM is one BLAS call per matrix on the calling
+    thread: bit for bit the unsplit product; each job is counted as run alone."""
+    fn = _product(257, 300, 263, False, False, dtype)
+    bfn = _product(96, 80, 72, True, False, dtype, batch=(2, 3))
+    A, B = _inputs(257, 300, 263, dtype, 1)
+    rng = np.random.default_rng(2)
+    bA = rng.standard_normal((2, 3, 80, 96)).astype(DT[dtype])
+    bB = rng.standard_normal((2, 3, 80, 72)).astype(DT[dtype])
+    one, tiled = native.compile(fn, threads=1), native.compile(fn, threads=2)
+    bone, btiled = native.compile(bfn, threads=1), native.compile(bfn, threads=2)
+    want, bwant = one(A, B)[0], bone(bA, bB)[0]
+    try:
+        pool.back_off(1 << 20)
+        before = pool.stats()
+        for _ in range(3):
+            np.testing.assert_array_equal(tiled(A, B)[0], want)
+            np.testing.assert_array_equal(btiled(bA, bB)[0], bwant)
+        after = pool.stats()
+    finally:
+        pool.back_off(0)
+    if pool.single_threaded():  # tiles (and the backoff) only with Yota's own BLAS
+        assert after["alone"] - before["alone"] == 6
+        assert after["jobs"] - before["jobs"] == 6
+    _close(tiled(A, B)[0], A.astype(np.float64) @ B.astype(np.float64), A, B, 300)
+
+
+def test_switching_backoff_under_many_threads() -> None:
+    """Eight threads call tiled products and a split-kernel gradient while another
+    switches the backoff on and off: every result stays right (a job may see the switch
+    half-way: its tiles are then whole matrices or shared tiles, never lost)."""
+    fn = _product(192, 160, 224, False, True, "f32")
+    rng = np.random.default_rng(9)
+    pairs = [(rng.standard_normal((192, 160)).astype(np.float32),
+              rng.standard_normal((224, 160)).astype(np.float32)) for _ in range(8)]
+    exe = native.compile(fn, threads=2)
+    g = optimize(vjp(_mlp(96, (160, 128, 64)), [0, 1, 2, 3]))
+    gexe = native.compile(g, threads=2, par_work=0)  # kernels split over the pool too
+    gin = [(rng.standard_normal(v.shape) * 0.2).astype(v.dtype) for v in g.inputs]
+    gwant = run(g, *gin)
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def toggle() -> None:
+        k = 0
+        while not stop.is_set():
+            pool.back_off(k % 3)
+            k += 1
+
+    def work(t: int) -> None:
+        A, B = pairs[t]
+        want = A.astype(np.float64) @ B.T.astype(np.float64)
+        bound = 160 * np.finfo(np.float32).eps * (np.abs(A) @ np.abs(B.T))  # k = 160
+        for _ in range(15):
+            got = exe(A, B)[0]
+            if (np.abs(got - want) > bound).any():
+                errors.append(f"thread {t}: product beyond the BLAS bound")
+                return
+            for x, y in zip(gexe(*gin), gwant, strict=True):
+                if not np.allclose(x, y, rtol=2e-4, atol=2e-4):
+                    errors.append(f"thread {t}: gradient off by {np.max(np.abs(x - y))}")
+                    return
+
+    flip = threading.Thread(target=toggle)
+    flip.start()
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    try:
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        stop.set()
+        flip.join()
+        pool.back_off(0)
+    assert not errors, errors[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork()")
+def test_forked_child_gets_a_working_pool() -> None:
+    """A fork() while another thread is inside a pool job (holding the pool, its helpers
+    in the job): the child has none of those threads, yet its tiled products run right
+    and through its own pool (reset at fork: none is refused as busy)."""
+    fn = _product(300, 200, 280, False, False, "f64")
+    A, B = _inputs(300, 200, 280, "f64", 3)
+    exe = native.compile(fn, threads=2)
+    want = A @ B
+    bound = 200 * np.finfo(np.float64).eps * (np.abs(A) @ np.abs(B))  # k = 200
+    big = native.compile(_product(1200, 1200, 1200, False, False, "f64"), threads=2)
+    X = np.ones((1200, 1200))
+    jobs = pool.stats()["jobs"]
+    th = threading.Thread(target=big, args=(X, X))  # one job of some 40 ms
+    th.start()
+    while pool.stats()["jobs"] == jobs:  # counted once the job holds the pool
+        pass
+    try:
+        with warnings.catch_warnings():  # Python 3.12+: fork() with threads running
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: exit status 0 only if every product is right
+            ok = True
+            try:
+                jobs = pool.stats()["jobs"]
+                for _ in range(20):
+                    ok = ok and not (np.abs(exe(A, B)[0] - want) > bound).any()
+                ok = ok and pool.stats()["jobs"] - jobs == 20
+            except BaseException:
+                ok = False
+            os._exit(0 if ok else 1)
+    finally:
+        th.join()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

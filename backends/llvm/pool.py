@@ -9,23 +9,48 @@ Generated code calls it by name:
 runs it as slot 0 on the calling thread and lets up to ``nslots - 1`` helpers join as
 slots 1, 2, ... It returns once every helper that joined has left ``chunks``: after
 that no helper touches ``ctx`` or the caller's module (which may then be unloaded), and
-a helper that wakes up late finds the job closed. Helpers are created on first need and
-then sleep on a condition variable, so a split kernel costs no thread creation. One job
-runs at a time; a caller that finds the pool busy runs its chunks alone. A fork()ed
-child has no helpers: its jobs simply run on the calling thread.
+a helper that wakes up late finds the job closed. One job runs at a time; a caller that
+finds the pool busy runs its chunks alone. A fork()ed child starts with no helpers
+(``os.register_at_fork`` resets the pool's state there): its jobs run on the calling
+thread until it posts one that creates helpers of its own.
+
+Scheduling, so that a thread the OS does not run never stalls the caller for long:
+
+- The job is posted and joined with atomics (no lock a descheduled thread could hold):
+  the caller publishes the job and bumps a generation word; helpers claim slots with an
+  atomic counter and count themselves in and out of ``ACTIVE``.
+- A helper that finished a job spins (``pause``) for ``SPIN_NS`` watching for the next
+  generation before it sleeps on a condition variable, so the parallel regions of one
+  call (a GEMM, then a split kernel, then the next GEMM) find it awake on its own core
+  instead of paying a wake-up each; the caller signals the condition variable only when
+  some helper sleeps.
+- The caller, its own chunks done, spins up to ``SPIN_NS`` for helpers still in a
+  chunk, then sleeps until the last one leaves.
+- Backoff: when the caller waited for helpers longer than it worked (and more than
+  ``STALL_NS``), a helper was descheduled inside a chunk (other processes busy on the
+  cores). The next ``2**streak`` jobs then run on the calling thread alone (streak
+  counts such stalls in a row, up to ``MAX_STREAK``); the job after them probes again,
+  and a probe that a helper joined without a stall clears the streak. On an idle
+  machine stalls do not happen and every job is shared.
+
+``yota_pool_stats(i64 *out)`` copies the pool's counters (``STATS``: jobs posted, jobs
+run alone by backoff, jobs a helper joined, stalls) for ``stats()``.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
 ``yota_dgemm_tiles``): the CBLAS arguments of a row-major ``C = op(A) op(B)`` plus a batch
 (count and element strides of A, B, C), ``axis`` (0: split the rows of C, 1: its
-columns), ``step`` (rows or columns per tile) and ``nslots``. Tiles are claimed one at a time by the caller and the helpers, each a
-single-threaded ``yota_sgemm``/``yota_dgemm`` call on its block (Yota's own BLAS
-instance, ``blas.py``), so a helper that the OS deschedules delays at most its one tile
-while the caller takes the rest. Without Yota's own instance (the names are bound to
-NumPy's multithreaded OpenBLAS) the tiled GEMM makes one call on the whole product.
+columns), ``step`` (rows or columns per tile) and ``nslots``. Tiles are claimed one at a
+time by the caller and the helpers, each a single-threaded ``yota_sgemm``/``yota_dgemm``
+call on its block (Yota's own BLAS instance, ``blas.py``), so a helper that the OS
+deschedules delays at most its one tile while the caller takes the rest. Without Yota's
+own instance (the names are bound to NumPy's multithreaded OpenBLAS) the tiled GEMM makes
+one call on the whole product.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 
 import llvmlite.binding as llvm
@@ -37,13 +62,29 @@ from .target import host
 from .types import F32, F64, I8, I32, I64, PTR, VOID, i64
 
 SYMBOL = "yota_parallel"
+STATS_SYMBOL = "yota_pool_stats"
+RESET_SYMBOL = "yota_pool_reset"
+BACKOFF_SYMBOL = "yota_pool_back_off"
 GEMM_TILES = {"float32": "yota_sgemm_tiles", "float64": "yota_dgemm_tiles"}
 _GEMMS = {"float32": ("yota_sgemm", F32, 4), "float64": ("yota_dgemm", F64, 8)}
 _lock = threading.Lock()
 _engine: llvm.ExecutionEngine | None = None
+_addresses: dict[str, int] = {}
 
-# job fields, i64 words of the global @yota_pool_job
-GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS = range(8)
+SPIN_NS = 100_000  # a helper watches for the next job, a caller for its helpers, this long
+STALL_NS = 50_000  # a wait for helpers shorter than this is never a stall
+MAX_STREAK = 7  # backoff: at most 2**7 - 1 windows alone before sharing is tried again
+WINDOW_NS = 2_000_000  # the caller's share of a core is judged over this much of its work
+CROWDED = 80  # percent: a caller that ran less of its chunks' time shares a crowded machine
+FREE = 92  # percent: a caller alone that ran at least this much has a core to itself
+THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
+
+# job fields: i64 words of the global @yota_pool_job, each on its own cache line
+(GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, STREAK,
+ HOLD, GOOD, WIN_WALL, WIN_CPU, N_JOBS, N_ALONE, N_JOINED, N_STALLS) = range(20)
+NWORDS = 20
+LINE = 8  # words per cache line
+STATS = ("jobs", "alone", "joined", "stalls")
 
 
 def ensure_pool() -> None:
@@ -55,13 +96,41 @@ def ensure_pool() -> None:
         if _engine is None:
             target = host()
             tiles = target.blas and target.threads > 1 and single_threaded()
-            names = [SYMBOL, *(GEMM_TILES.values() if target.blas else ())]
+            names = [SYMBOL, STATS_SYMBOL, RESET_SYMBOL, BACKOFF_SYMBOL,
+                     *(GEMM_TILES.values() if target.blas else ())]
             # compiled once, then loaded from the object cache (jit.cached_object)
             obj = cached_object(str(_module(target.triple, target.blas, tiles)), target)
             loaded = load_object(obj, target, names)
             for name in names:
                 llvm.add_symbol(name, loaded.addresses[name])
+            _addresses.update(loaded.addresses)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_reset_in_child)
             _engine = loaded.engine
+
+
+def stats() -> dict[str, int]:
+    """The pool's counters since the process started (``STATS``; zeros before the pool
+    is built): jobs posted, those run alone by backoff, those a helper joined, stalls."""
+    if _engine is None:
+        return dict.fromkeys(STATS, 0)
+    out = (ctypes.c_int64 * len(STATS))()
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_addresses[STATS_SYMBOL])(ctypes.addressof(out))
+    return dict(zip(STATS, out, strict=True))
+
+
+def back_off(windows: int) -> None:
+    """Run the pool's jobs alone for the next ``windows`` windows (``WINDOW_NS`` of the
+    caller's work each), as after stalls; then sharing resumes when a core is free. Its
+    use is to see the difference, or to exercise that path (tests)."""
+    ensure_pool()
+    ctypes.CFUNCTYPE(None, ctypes.c_int64)(_addresses[BACKOFF_SYMBOL])(max(0, int(windows)))
+
+
+def _reset_in_child() -> None:
+    """After fork(): the child has none of the parent's helper threads, and locks or
+    counts they held are meaningless there."""
+    ctypes.CFUNCTYPE(None)(_addresses[RESET_SYMBOL])()
 
 
 def _module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
@@ -71,25 +140,31 @@ def _module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
     g = _Globals(m)
     helper = _helper(m, g)
     par = _parallel(m, g, helper)
+    _stats(m, g)
+    _reset(m, g)
+    _back_off(m, g)
     if blas:
         for dt in GEMM_TILES:
-            _gemm_tiles(m, dt, par if tiles else None)
+            _gemm_tiles(m, g, dt, par if tiles else None)
     return m
 
 
 class _Globals:
+    SYNC = ("yota_pool_mutex", "yota_pool_wake", "yota_pool_done", "yota_pool_joblock")
+
     def __init__(self, m: ir.Module) -> None:
+        self.triple = m.triple
+
         def blob(name: str, n: int) -> ir.GlobalVariable:
             v = ir.GlobalVariable(m, ir.ArrayType(I8, n), name)
             v.initializer = ir.Constant(ir.ArrayType(I8, n), None)  # glibc's *_INITIALIZER
             v.align = 64
             v.linkage = "internal"
             return v
-        self.mutex, self.wake, self.done, self.joblock = (
-            blob(n, 64) for n in ("yota_pool_mutex", "yota_pool_wake", "yota_pool_done",
-                                  "yota_pool_joblock"))
-        self.job = ir.GlobalVariable(m, ir.ArrayType(I64, 8), "yota_pool_job")
-        self.job.initializer = ir.Constant(ir.ArrayType(I64, 8), None)
+        self.mutex, self.wake, self.done, self.joblock = (blob(n, 64) for n in self.SYNC)
+        self.job = ir.GlobalVariable(m, ir.ArrayType(I64, NWORDS * LINE), "yota_pool_job")
+        self.job.initializer = ir.Constant(ir.ArrayType(I64, NWORDS * LINE), None)
+        self.job.align = 64
         self.job.linkage = "internal"
         d = lambda n, r, a: _declare(m, n, r, a)  # noqa: E731
         self.lock = d("pthread_mutex_lock", I32, [PTR])
@@ -99,15 +174,43 @@ class _Globals:
         self.broadcast = d("pthread_cond_broadcast", I32, [PTR])
         self.create = d("pthread_create", I32, [PTR, PTR, PTR, PTR])
         self.detach = d("pthread_detach", I32, [I64])
+        self.clock = d("clock_gettime", I32, [I32, PTR])
+        self.memset = d("memset", PTR, [PTR, I32, I64])
 
     def field(self, b: ir.IRBuilder, k: int) -> ir.Value:
-        return b.gep(self.job, [i64(0), i64(k)], inbounds=True)
+        return b.gep(self.job, [i64(0), i64(k * LINE)], inbounds=True)
 
-    def get(self, b: ir.IRBuilder, k: int) -> ir.Value:
-        return b.load(self.field(b, k), typ=I64)
+    def get(self, b: ir.IRBuilder, k: int, order: str = "monotonic") -> ir.Value:
+        return b.load_atomic(self.field(b, k), order, 8, typ=I64)
 
-    def set(self, b: ir.IRBuilder, k: int, v: ir.Value) -> None:
-        b.store(v, self.field(b, k))
+    def set(self, b: ir.IRBuilder, k: int, v: ir.Value, order: str = "monotonic") -> None:
+        b.store_atomic(v, self.field(b, k), order, 8)
+
+    def add(self, b: ir.IRBuilder, k: int, v: int, order: str = "seq_cst") -> ir.Value:
+        """Atomically add ``v`` to word ``k``; the old value."""
+        return b.atomic_rmw("add", self.field(b, k), i64(v), order)
+
+    def now(self, b: ir.IRBuilder, ts: ir.Value, clock: int = 1) -> ir.Value:
+        """``clock`` (CLOCK_MONOTONIC, or THREAD_CPU: this thread's CPU time) in
+        nanoseconds (``ts``: two i64 words of scratch)."""
+        b.call(self.clock, [ir.Constant(I32, clock), ts])
+        sec = b.load(b.gep(ts, [i64(0)], source_etype=I64), typ=I64)
+        nsec = b.load(b.gep(ts, [i64(1)], source_etype=I64), typ=I64)
+        return b.add(b.mul(sec, i64(1_000_000_000)), nsec)
+
+    def pause(self, b: ir.IRBuilder) -> None:
+        """The CPU's spin-wait hint (x86 ``pause``, AArch64 ``yield``), by intrinsic (the
+        object emitter has no inline-assembly parser)."""
+        arch = self.triple.split("-")[0]
+        m = b.module
+        if arch in ("x86_64", "i686", "i386"):
+            name, args = "llvm.x86.sse2.pause", []
+        elif arch in ("aarch64", "arm64"):
+            name, args = "llvm.aarch64.hint", [ir.Constant(I32, 1)]
+        else:
+            return
+        fn = m.globals.get(name) or _declare(m, name, VOID, [a.type for a in args])
+        b.call(fn, args)
 
 
 def _declare(m: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
@@ -117,40 +220,81 @@ def _declare(m: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.F
 CHUNKS_TYPE = ir.FunctionType(VOID, [PTR, I64])
 
 
+def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
+          ready: ir.Function, hit: ir.Block, miss: ir.Block, tag: str) -> None:
+    """Spin with the pause hint until ``ready(b)`` (branch to ``hit``) or ``SPIN_NS``
+    passed (branch to ``miss``); the clock is read every 64 rounds."""
+    start = g.now(b, ts)
+    entry = b.block
+    top = f.append_basic_block(f"{tag}.spin")
+    body = f.append_basic_block(f"{tag}.pause")
+    clock = f.append_basic_block(f"{tag}.clock")
+    b.branch(top)
+    b.position_at_end(top)
+    i = b.phi(I64)
+    i.add_incoming(i64(0), entry)
+    b.cbranch(ready(b), hit, body)
+    b.position_at_end(body)
+    g.pause(b)
+    i2 = b.add(i, i64(1))
+    i.add_incoming(i2, body)
+    i.add_incoming(i2, clock)
+    b.cbranch(b.icmp_unsigned("==", b.and_(i2, i64(63)), i64(0)), clock, top)
+    b.position_at_end(clock)
+    late = b.icmp_signed(">", b.sub(g.now(b, ts), start), i64(SPIN_NS))
+    b.cbranch(late, miss, top)
+
+
 def _helper(m: ir.Module, g: _Globals) -> ir.Function:
-    """Sleep until a new job is posted; join it if a slot is free; repeat forever."""
+    """Forever: spin, then sleep, until a new job is posted; join it if it is open and a
+    slot is free; leave, waking the caller if it sleeps on the last helper."""
     f = ir.Function(m, ir.FunctionType(PTR, [PTR]), "yota_pool_helper")
     f.linkage = "internal"
     b = ir.IRBuilder(f.append_basic_block("entry"))
     seen = b.alloca(I64)
-    b.store(i64(0), seen)
-    b.call(g.lock, [g.mutex])
-    top = f.append_basic_block("sleep")
+    ts = b.alloca(I64, 2)
+    b.store(g.get(b, GEN, "acquire"), seen)
+    top = f.append_basic_block("idle")
+    sleep = f.append_basic_block("sleep")
+    woke = f.append_basic_block("woke")
     b.branch(top)
     b.position_at_end(top)
-    wait = f.append_basic_block("wait")
-    woke = f.append_basic_block("woke")
-    b.cbranch(b.icmp_unsigned("==", g.get(b, GEN), b.load(seen, typ=I64)), wait, woke)
+    new = lambda b: b.icmp_unsigned("!=", g.get(b, GEN, "acquire"),  # noqa: E731
+                                    b.load(seen, typ=I64))
+    _spin(f, b, g, ts, new, woke, sleep, "idle")
+
+    b.position_at_end(sleep)  # SLEEPERS before GEN (seq_cst both; the caller: GEN first)
+    b.call(g.lock, [g.mutex])
+    g.add(b, SLEEPERS, 1)
+    check = f.append_basic_block("sleep.check")
+    wait = f.append_basic_block("sleep.wait")
+    up = f.append_basic_block("sleep.up")
+    b.branch(check)
+    b.position_at_end(check)
+    b.cbranch(b.icmp_unsigned("==", g.get(b, GEN, "seq_cst"), b.load(seen, typ=I64)),
+              wait, up)
     b.position_at_end(wait)
     b.call(g.wait, [g.wake, g.mutex])
-    b.branch(top)
-    b.position_at_end(woke)
-    b.store(g.get(b, GEN), seen)
-    can = b.and_(b.icmp_unsigned("!=", g.get(b, OPEN), i64(0)),
-                 b.icmp_signed("<", g.get(b, NEXT), g.get(b, NSLOTS)))
-    with b.if_then(can):
-        slot = g.get(b, NEXT)
-        g.set(b, NEXT, b.add(slot, i64(1)))
-        g.set(b, ACTIVE, b.add(g.get(b, ACTIVE), i64(1)))
-        fn = b.inttoptr(g.get(b, FN), PTR)
-        ctx = b.inttoptr(g.get(b, CTX), PTR)
-        b.call(g.unlock, [g.mutex])
-        b.call(_FnPtr(fn), [ctx, slot])
+    b.branch(check)
+    b.position_at_end(up)
+    g.add(b, SLEEPERS, -1)
+    b.call(g.unlock, [g.mutex])
+    b.branch(woke)
+
+    b.position_at_end(woke)  # count in, then look: the caller closes, then counts
+    b.store(g.get(b, GEN, "acquire"), seen)
+    g.add(b, ACTIVE, 1)
+    with b.if_then(b.icmp_unsigned("!=", g.get(b, OPEN, "seq_cst"), i64(0))):
+        slot = g.add(b, NEXT, 1)
+        with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
+            fn = b.inttoptr(g.get(b, FN), PTR)
+            ctx = b.inttoptr(g.get(b, CTX), PTR)
+            b.call(_FnPtr(fn), [ctx, slot])
+    last = b.icmp_signed("==", g.add(b, ACTIVE, -1), i64(1))
+    with b.if_then(b.and_(last, b.icmp_unsigned("!=", g.get(b, WAITING, "seq_cst"), i64(0)))):
         b.call(g.lock, [g.mutex])
-        left = b.sub(g.get(b, ACTIVE), i64(1))
-        g.set(b, ACTIVE, left)
-        with b.if_then(b.icmp_signed("==", left, i64(0))):
-            b.call(g.broadcast, [g.done])
+        b.call(g.broadcast, [g.done])
+        b.call(g.unlock, [g.mutex])
     b.branch(top)
     return f
 
@@ -175,60 +319,187 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, I64]), SYMBOL)
     fn, ctx, nslots = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    tid = b.alloca(I64)
+    ts = b.alloca(I64, 2)
     alone = f.append_basic_block("alone")
-    shared = f.append_basic_block("shared")
+    owned = f.append_basic_block("owned")
     b.cbranch(b.icmp_signed("!=", b.call(g.trylock, [g.joblock]), ir.Constant(I32, 0)),
-              alone, shared)
+              alone, owned)
     b.position_at_end(alone)  # another job holds the pool: run every chunk here
     b.call(_FnPtr(fn), [ctx, i64(0)])
     b.ret_void()
 
-    b.position_at_end(shared)
-    b.call(g.lock, [g.mutex])
-    spawn = f.append_basic_block("spawn")
+    b.position_at_end(owned)  # the backoff state is only written under the job lock
+    g.add(b, N_JOBS, 1, "monotonic")
+    backoff = f.append_basic_block("backoff")
     post = f.append_basic_block("post")
-    b.branch(spawn)
-    b.position_at_end(spawn)  # create helpers until there are nslots - 1
-    need = b.icmp_signed("<", b.add(g.get(b, HELPERS), i64(1)), nslots)
-    make = f.append_basic_block("make")
-    b.cbranch(need, make, post)
-    b.position_at_end(make)
-    rc = b.call(g.create, [tid, ir.Constant(PTR, None), helper, ir.Constant(PTR, None)])
-    made = f.append_basic_block("made")
-    b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), made, post)
-    b.position_at_end(made)
-    b.call(g.detach, [b.load(tid, typ=I64)])
-    g.set(b, HELPERS, b.add(g.get(b, HELPERS), i64(1)))
-    b.branch(spawn)
+    end = f.append_basic_block("end")
+    b.cbranch(b.icmp_signed(">", g.get(b, SOLO), i64(0)), backoff, post)
+    b.position_at_end(backoff)  # the cores are crowded: this job on this thread
+    g.add(b, N_ALONE, 1, "monotonic")
+    t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+    b.call(_FnPtr(fn), [ctx, i64(0)])
+    _judge(b, g, b.sub(g.now(b, ts), t0), b.sub(g.now(b, ts, THREAD_CPU), c0), None)
+    b.branch(end)
 
     b.position_at_end(post)
-    g.set(b, GEN, b.add(g.get(b, GEN), i64(1)))
+    _spawn(f, b, g, helper, nslots)
     g.set(b, FN, b.ptrtoint(fn, I64))
     g.set(b, CTX, b.ptrtoint(ctx, I64))
-    g.set(b, OPEN, i64(1))
-    g.set(b, ACTIVE, i64(0))
-    g.set(b, NEXT, i64(1))
     g.set(b, NSLOTS, nslots)
-    b.call(g.broadcast, [g.wake])
-    b.call(g.unlock, [g.mutex])
+    g.set(b, NEXT, i64(1))
+    g.set(b, OPEN, i64(1), "seq_cst")
+    g.add(b, GEN, 1)
+    with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
+        b.call(g.lock, [g.mutex])
+        b.call(g.broadcast, [g.wake])
+        b.call(g.unlock, [g.mutex])
+    t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     b.call(_FnPtr(fn), [ctx, i64(0)])
-    b.call(g.lock, [g.mutex])
-    g.set(b, OPEN, i64(0))
-    top = f.append_basic_block("drain")
-    wait = f.append_basic_block("drain.wait")
-    end = f.append_basic_block("drain.end")
-    b.branch(top)
-    b.position_at_end(top)
-    b.cbranch(b.icmp_signed(">", g.get(b, ACTIVE), i64(0)), wait, end)
-    b.position_at_end(wait)
-    b.call(g.wait, [g.done, g.mutex])
-    b.branch(top)
+    t1, c1 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+    g.set(b, OPEN, i64(0), "seq_cst")
+    _drain(f, b, g, ts)
+    _judge(b, g, b.sub(t1, t0), b.sub(c1, c0), b.sub(g.now(b, ts), t1))
+    b.branch(end)
     b.position_at_end(end)
-    b.call(g.unlock, [g.mutex])
     b.call(g.unlock, [g.joblock])
     b.ret_void()
     return f
+
+
+def _spawn(f: ir.Function, b: ir.IRBuilder, g: _Globals, helper: ir.Function,
+           nslots: ir.Value) -> None:
+    """Create helpers until there are ``nslots - 1`` (under the mutex; once per process
+    in practice)."""
+    need = lambda b: b.icmp_signed("<", b.add(g.get(b, HELPERS), i64(1)), nslots)  # noqa: E731
+    go = f.append_basic_block("spawn")
+    done = f.append_basic_block("spawned")
+    b.cbranch(need(b), go, done)
+    b.position_at_end(go)
+    tid = b.alloca(I64)
+    b.call(g.lock, [g.mutex])
+    top = f.append_basic_block("spawn.top")
+    make = f.append_basic_block("spawn.make")
+    made = f.append_basic_block("spawn.made")
+    out = f.append_basic_block("spawn.out")
+    b.branch(top)
+    b.position_at_end(top)
+    b.cbranch(need(b), make, out)
+    b.position_at_end(make)
+    rc = b.call(g.create, [tid, ir.Constant(PTR, None), helper, ir.Constant(PTR, None)])
+    b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), made, out)
+    b.position_at_end(made)
+    b.call(g.detach, [b.load(tid, typ=I64)])
+    g.set(b, HELPERS, b.add(g.get(b, HELPERS), i64(1)))
+    b.branch(top)
+    b.position_at_end(out)
+    b.call(g.unlock, [g.mutex])
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _drain(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value) -> None:
+    """Wait until no helper is in the job (the job is closed): spin, then sleep."""
+    done = f.append_basic_block("drain.done")
+    sleep = f.append_basic_block("drain.sleep")
+    idle = lambda b: b.icmp_signed("==", g.get(b, ACTIVE, "seq_cst"), i64(0))  # noqa: E731
+    _spin(f, b, g, ts, idle, done, sleep, "drain")
+    b.position_at_end(sleep)  # WAITING before ACTIVE (seq_cst; a helper: ACTIVE first)
+    b.call(g.lock, [g.mutex])
+    g.set(b, WAITING, i64(1), "seq_cst")
+    check = f.append_basic_block("drain.check")
+    wait = f.append_basic_block("drain.wait")
+    up = f.append_basic_block("drain.up")
+    b.branch(check)
+    b.position_at_end(check)
+    b.cbranch(idle(b), up, wait)
+    b.position_at_end(wait)
+    b.call(g.wait, [g.done, g.mutex])
+    b.branch(check)
+    b.position_at_end(up)
+    g.set(b, WAITING, i64(0), "seq_cst")
+    b.call(g.unlock, [g.mutex])
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _judge(b: ir.IRBuilder, g: _Globals, wall: ir.Value, cpu: ir.Value,
+           waited: ir.Value | None) -> None:
+    """The backoff after a job (``waited`` None: it ran alone). The caller's own chunks
+    took ``wall`` ns, of which it ran ``cpu`` ns; these add up over a window of
+    ``WINDOW_NS``. A shared job whose caller waited for helpers longer than it worked
+    (and over ``STALL_NS``), or a shared window in which the caller ran less than
+    ``CROWDED`` of the time, turns sharing off for ``2**streak - 1`` more windows (the
+    streak grows with each such turn, up to ``MAX_STREAK``; eight good shared windows in
+    a row clear it). After those, a window alone in which the caller ran at least
+    ``FREE`` of the time (a core to spare) turns sharing on again."""
+    acc_w = b.add(g.get(b, WIN_WALL), wall)
+    acc_c = b.add(g.get(b, WIN_CPU), cpu)
+    g.set(b, WIN_WALL, acc_w)
+    g.set(b, WIN_CPU, acc_c)
+    full = b.icmp_signed(">=", acc_w, i64(WINDOW_NS))
+    ran = b.mul(acc_c, i64(100))  # percent of the window's time this thread ran
+    crowded = b.and_(full, b.icmp_signed("<", ran, b.mul(acc_w, i64(CROWDED))))
+    free = b.and_(full, b.icmp_signed(">=", ran, b.mul(acc_w, i64(FREE))))
+    with b.if_then(full):
+        g.set(b, WIN_WALL, i64(0))
+        g.set(b, WIN_CPU, i64(0))
+    if waited is None:  # alone: after the hold, a free window shares again
+        hold = g.get(b, HOLD)
+        with b.if_then(full):
+            g.set(b, HOLD, b.select(b.icmp_signed(">", hold, i64(0)), b.sub(hold, i64(1)),
+                                    hold))
+        with b.if_then(b.and_(free, b.icmp_signed("<=", hold, i64(0)))):
+            g.set(b, SOLO, i64(0))
+            g.set(b, GOOD, i64(0))
+        return
+    with b.if_then(b.icmp_signed(">", g.get(b, NEXT), i64(1))):
+        g.add(b, N_JOINED, 1, "monotonic")
+    stall = b.and_(b.icmp_signed(">", waited, i64(STALL_NS)), b.icmp_signed(">", waited, wall))
+    with b.if_then(stall):
+        g.add(b, N_STALLS, 1, "monotonic")
+    with b.if_else(b.or_(stall, crowded)) as (then, other):
+        with then:
+            streak = b.add(g.get(b, STREAK), i64(1))
+            streak = b.select(b.icmp_signed(">", streak, i64(MAX_STREAK)), i64(MAX_STREAK),
+                              streak)
+            g.set(b, STREAK, streak)
+            g.set(b, HOLD, b.sub(b.shl(i64(1), streak), i64(1)))
+            g.set(b, SOLO, i64(1))
+            g.set(b, WIN_WALL, i64(0))
+            g.set(b, WIN_CPU, i64(0))
+        with other, b.if_then(full):
+            good = b.add(g.get(b, GOOD), i64(1))
+            g.set(b, GOOD, good)
+            with b.if_then(b.icmp_signed(">=", good, i64(8))):
+                g.set(b, STREAK, i64(0))
+
+
+def _stats(m: ir.Module, g: _Globals) -> None:
+    f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS)):
+        b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
+    b.ret_void()
+
+
+def _back_off(m: ir.Module, g: _Globals) -> None:
+    f = ir.Function(m, ir.FunctionType(VOID, [I64]), BACKOFF_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    b.call(g.lock, [g.joblock])
+    g.set(b, HOLD, f.args[0])
+    g.set(b, SOLO, b.zext(b.icmp_signed(">", f.args[0], i64(0)), I64))
+    b.call(g.unlock, [g.joblock])
+    b.ret_void()
+
+
+def _reset(m: ir.Module, g: _Globals) -> None:
+    """After fork() in the child: no helpers, every word and lock as at load."""
+    f = ir.Function(m, ir.FunctionType(VOID, []), RESET_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    for v in (g.mutex, g.wake, g.done, g.joblock):
+        b.call(g.memset, [v, ir.Constant(I32, 0), i64(64)])
+    b.call(g.memset, [g.job, ir.Constant(I32, 0), i64(NWORDS * LINE * 8)])
+    b.ret_void()
 
 
 # -- tiled GEMMs ------------------------------------------------------------------------------
@@ -245,11 +516,12 @@ def _gemm_args(ft: ir.Type) -> list[ir.Type]:
     return [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64]
 
 
-def _gemm_tiles(m: ir.Module, dtype: str, par: ir.Function | None) -> None:
+def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None) -> None:
     """``yota_<s|d>gemm_tiles(cblas args..., nbatch, stride_a, stride_b, stride_c, axis,
     step, nslots)``: ``nbatch`` products, the i-th on A + i*stride_a, B + i*stride_b,
     C + i*stride_c (elements), each split into tiles of ``step`` rows (axis 0) or columns
-    (axis 1) of C."""
+    (axis 1) of C. While the pool backs off (its jobs run alone), each matrix is one tile:
+    the caller makes whole calls instead of paying for tiles nobody shares."""
     name, ft, size = _GEMMS[dtype]
     gemm = _declare(m, name, VOID, _gemm_args(ft))
     f = ir.Function(m, ir.FunctionType(VOID, _gemm_args(ft) + [I64] * TILE_EXTRA),
@@ -262,6 +534,8 @@ def _gemm_tiles(m: ir.Module, dtype: str, par: ir.Function | None) -> None:
     dim = b.select(b.icmp_signed("==", axis, i64(0)), args[3], args[4])
     if par is None:  # NumPy's multithreaded BLAS: whole matrices, one call each
         step = dim
+    else:
+        step = b.select(b.icmp_signed(">", g.get(b, SOLO), i64(0)), dim, step)
     per = b.sdiv(b.add(dim, b.sub(step, i64(1))), step)
     for k, v in ((T_NEXT, i64(0)), (T_TOTAL, b.mul(per, nb)), (T_PER, per), (T_DIM, dim),
                  (T_STEP, step), (T_AXIS, axis), (T_TA, b.sext(args[1], I64)),
