@@ -281,7 +281,11 @@ def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Pro
 
 
 def _pipeline_names() -> list[str]:
-    return [n for n, _ in _passes().PIPELINE]
+    """The default pipeline's pass names (read without importing the passes when the
+    cache directory remembers them for these sources: ``cache.key.default_pipeline``)."""
+    from .cache.key import default_pipeline
+
+    return default_pipeline()
 
 
 def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kind: str,

@@ -198,6 +198,37 @@ def source_files(backend_module: Any) -> list[tuple[str, Path]]:
     return sorted(((name, Path(path)) for path, name in out.items()), key=lambda t: t[0])
 
 
+def default_pipeline() -> list[str]:
+    """The names of the default pass pipeline (``yota.ir.passes.PIPELINE``), for the
+    traced key's derivation, without importing the passes on a cache hit.
+
+    Once ``yota.ir.passes`` is imported the names are read from it (they may have been
+    changed at run time). Before, they are what importing it would give, a function of
+    its sources only (no environment is read there): kept in the cache directory's
+    ``sources/`` under a digest of ``ir/passes``' sources (the stat-checked digest of
+    ``_sources_digest``) by a process that imported it fresh, else imported now."""
+    mod = sys.modules.get("yota.ir.passes")
+    if mod is not None:
+        return [n for n, _ in mod.PIPELINE]
+    from yota import ir as ir_pkg
+
+    root = Path(ir_pkg.__file__).parent / "passes"
+    files = sorted((f"ir/passes/{p.relative_to(root)}", p) for p in root.rglob("*.py"))
+    memo = _memo_path(f"pipeline:{_sources_digest('yota.ir.passes', files)}")
+    if memo is not None:
+        with contextlib.suppress(OSError, ValueError, UnicodeDecodeError):
+            rec = json.loads(memo.read_bytes().decode())
+            names = rec.get("pipeline") if isinstance(rec, dict) else None
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                return names
+    from yota.ir import passes  # imported fresh: nothing can have changed it yet
+
+    names = [n for n, _ in passes.PIPELINE]
+    if memo is not None:
+        _write_memo(memo, {"pipeline": names})
+    return names
+
+
 def _inside(path: str, root: str) -> bool:
     """Whether ``path`` lies strictly inside directory ``root`` (both resolved)."""
     return path.startswith(root.rstrip(os.sep) + os.sep)
