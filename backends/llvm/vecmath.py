@@ -498,7 +498,9 @@ def convert(c: VCtx, x: ir.Value, src: np.dtype, dst: np.dtype) -> ir.Value:
             return fcmp(c, "!=", x, c.splat(src, 0.0), ordered=False)
         return c.b.icmp_signed("!=", x, c.splat(src, 0))
     if ks == "b":
-        return c.b.uitofp(x, t) if kd == "f" else c.b.zext(x, t)
+        if kd == "f":  # one masked move (uitofp of i1 lanes: widen, shift, convert)
+            return c.b.select(x, c.splat(dst, 1.0), c.splat(dst, 0.0))
+        return c.b.zext(x, t)
     if ks == "f" and kd == "f":
         return c.b.fpext(x, t) if dst.itemsize > src.itemsize else c.b.fptrunc(x, t)
     if ks == "f":
