@@ -146,10 +146,16 @@ def cached_object(text: str, target: Target, level: int = 3) -> bytes:
 
 # -- runtime modules by spec: loaded without building their IR ---------------------------------
 # A runtime module's LLVM IR (the helper pool's, ``pool._module``) is a function of a few
-# facts (its spec: triple, flags), of the sources that generate it and of llvmlite's IR
-# printer (its version is in the target's key): its object code is kept under the SHA-256
-# of those, so a later process finds it without building the IR (no llvmlite.binding,
-# no IR building) and loads it with ``objload``.
+# facts (its spec: triple, flags), of the sources that generate it (this package's) and of
+# llvmlite's IR printer (its version is in the target's key): its object code is kept
+# under the SHA-256 of those, so a later process finds it without building the IR (no
+# llvmlite.binding, no IR building) and loads it with ``objload``.
+def package_sources() -> list[str]:
+    """The backend package's source files (what can shape a runtime module's IR)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.path.join(here, n) for n in sorted(os.listdir(here)) if n.endswith(".py")]
+
+
 def runtime_key(spec: dict[str, Any], sources: list[str], target: Target,
                 level: int = 3) -> str:
     """The key of a runtime module's object code by its spec and generating sources."""
@@ -161,13 +167,16 @@ def runtime_key(spec: dict[str, Any], sources: list[str], target: Target,
     return h.hexdigest()
 
 
-def runtime_module(spec: dict[str, Any], sources: list[str], build: Callable[[], str],
-                   target: Target, names: list[str], level: int = 3) -> Loaded:
-    """Load a runtime module (its object code read from the object cache by ``spec`` and
-    ``sources``: ``runtime_key``; else compiled from ``build()``'s LLVM IR and stored
-    there) and bind its symbols ``names`` for generated code, in both loaders."""
+def runtime_module(spec: dict[str, Any], build: Callable[[], str], target: Target,
+                   names: list[str], level: int = 3,
+                   sources: list[str] | None = None) -> Loaded:
+    """Load a runtime module and bind its symbols ``names`` for generated code, in both
+    loaders: its object code read from the object cache by ``spec`` and ``sources``
+    (default: ``package_sources()``; ``runtime_key``), else compiled from ``build()``'s
+    LLVM IR and stored there."""
     d = object_cache_dir()
-    key = runtime_key(spec, sources, target, level) if d is not None else ""
+    key = runtime_key(spec, package_sources() if sources is None else sources, target,
+                      level) if d is not None else ""
     obj = _read_object(d / f"{key}.o") if d is not None else None
     if obj is None:
         obj = emit_object(optimize(build(), target, level), target)
