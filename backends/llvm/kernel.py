@@ -29,6 +29,7 @@ from .types import I1, I32, I64, PTR, VOID, const, i64, intrinsic, mem_type, vec
 from .vecmath import ELEMENTWISE, TRANSCENDENTAL, VCtx
 
 BLOCK = 1024  # elements per block of an innermost-axis reduction
+UNROLL = 4  # vectors per step of an innermost-axis reduction, each with its own accumulator
 COST = {name: 12.0 for name in TRANSCENDENTAL} | {"pow": 16.0, "div": 3.0, "sqrt": 3.0,
                                                   "floordiv": 12.0, "mod": 12.0}
 
@@ -173,13 +174,16 @@ class _Gen:
         reds = self.k.reductions
         ident = [const(c.vt(a.dtype), identity(kd, a.dtype)) for kd, _, a in reds]
 
+        def step(j: ir.Value, vs: list[ir.Value]) -> list[ir.Value]:
+            return [combine(c, kd, a.dtype, v, x) for (kd, _, a), v, x
+                    in zip(reds, vs, self.body(j, None), strict=True)]
+
         def block(jb: ir.Value, tot: list[ir.Value]) -> list[ir.Value]:
             end = b.add(jb, i64(BLOCK))
             end = b.select(b.icmp_signed("<", end, full), end, full)
-            acc = loop(b, jb, end, self.n, ident,
-                       lambda j, vs: [combine(c, kd, a.dtype, v, x) for (kd, _, a), v, x
-                                      in zip(reds, vs, self.body(j, None), strict=True)],
-                       name="vec")
+            acc = self._unrolled(jb, end, ident)
+            acc = loop(b, b.sub(end, b.and_(b.sub(end, jb), i64(self.n * UNROLL - 1))), end,
+                       self.n, acc, step, name="vec")
             return [combine(c, kd, a.dtype, t, x) for (kd, _, a), t, x
                     in zip(reds, tot, acc, strict=True)]
 
@@ -198,6 +202,27 @@ class _Gen:
             one = VCtx(b, c.module, c.target, 1)
             new = combine(one, kd, acc.dtype, old, s)
             b.store(self._to_mem(new, acc.dtype), ptr)
+
+    def _unrolled(self, jb: ir.Value, end: ir.Value, ident: list[ir.Value]) -> list[ir.Value]:
+        """The reductions over ``[jb, end)`` in steps of ``UNROLL`` vectors, each into
+        its own accumulators (independent chains: the next combine need not wait for
+        the last), merged pairwise; the elements after the last whole step are left."""
+        b, c, reds, u = self.b, self.c, self.k.reductions, UNROLL
+        stop = b.sub(end, b.and_(b.sub(end, jb), i64(self.n * u - 1)))
+
+        def step(j: ir.Value, vs: list[ir.Value]) -> list[ir.Value]:
+            out = []
+            for k in range(u):
+                xs = self.body(b.add(j, i64(k * self.n)) if k else j, None)
+                out += [combine(c, kd, a.dtype, v, x) for (kd, _, a), v, x
+                        in zip(reds, vs[k * len(reds):(k + 1) * len(reds)], xs, strict=True)]
+            return out
+        accs = loop(b, jb, stop, self.n * u, ident * u, step, name="vec4")
+        while len(accs) > len(reds):
+            half = len(accs) // 2
+            accs = [combine(c, kd, a.dtype, x, y) for (kd, _, a), x, y
+                    in zip(reds * (half // len(reds)), accs[:half], accs[half:], strict=True)]
+        return accs
 
     # -- one vector iteration ---------------------------------------------------------
     def body(self, j: ir.Value, mask: ir.Value | None) -> list[ir.Value]:
