@@ -16,7 +16,6 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import objload
@@ -26,6 +25,7 @@ from .objcache import (
     _write_object,
     object_cache_dir,
     set_object_cache,  # noqa: F401 - the backend's hook (``llvm.set_object_cache``)
+    sources_digest,
 )
 from .target import Target, bind_symbol, init, resolve
 
@@ -160,10 +160,8 @@ def runtime_key(spec: dict[str, Any], sources: list[str], target: Target,
                 level: int = 3) -> str:
     """The key of a runtime module's object code by its spec and generating sources."""
     h = hashlib.sha256(b"yota-runtime-spec/1\n")
-    h.update(json.dumps({"spec": spec, "level": level, "target": target.key()},
-                        sort_keys=True).encode())
-    for path in sources:
-        h.update(b"\n" + os.path.basename(path).encode() + b"\0" + Path(path).read_bytes())
+    h.update(json.dumps({"spec": spec, "level": level, "target": target.key(),
+                         "sources": sources_digest(sources)}, sort_keys=True).encode())
     return h.hexdigest()
 
 

@@ -107,3 +107,28 @@ def write_record(path: Path, rec: dict[str, Any]) -> None:
                 os.unlink(tmp)
 
 
+
+
+def sources_digest(paths: list[str]) -> str:
+    """The SHA-256 of the names and contents of ``paths``, kept in the object cache with
+    each file's modification time (ns), size and inode and reused while they are all the
+    same (the test Python applies to a ``.pyc``), so a process that finds its runtime
+    modules cached does not read every source (one record per set of paths)."""
+    stats: list[Any] = []
+    for p in paths:
+        st = os.stat(p)
+        stats.append([p, st.st_mtime_ns, st.st_size, st.st_ino])
+    d = _object_dir
+    name = hashlib.sha256("\0".join(paths).encode()).hexdigest()[:32]
+    memo = d / f"sources-{name}.json" if d is not None else None
+    if memo is not None:
+        rec = read_record(memo)
+        if rec is not None and rec.get("stats") == stats and isinstance(rec.get("digest"), str):
+            return str(rec["digest"])
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(os.path.basename(p).encode() + b"\0" + Path(p).read_bytes() + b"\n")
+    digest = h.hexdigest()
+    if memo is not None:
+        write_record(memo, {"stats": stats, "digest": digest})
+    return digest
