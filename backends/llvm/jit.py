@@ -165,13 +165,13 @@ def runtime_key(spec: dict[str, Any], sources: list[str], target: Target,
     return h.hexdigest()
 
 
-def runtime_module(spec: dict[str, Any], build: Callable[[], str], target: Target,
-                   names: list[str], level: int = 3,
-                   sources: list[str] | None = None) -> Loaded:
+def runtime_module(spec: dict[str, Any], sources: list[str] | None,
+                   build: Callable[[], str], target: Target, names: list[str],
+                   level: int = 3) -> Loaded:
     """Load a runtime module and bind its symbols ``names`` for generated code, in both
-    loaders: its object code read from the object cache by ``spec`` and ``sources``
-    (default: ``package_sources()``; ``runtime_key``), else compiled from ``build()``'s
-    LLVM IR and stored there."""
+    loaders: its object code read from the object cache by ``spec`` and ``sources`` (the
+    files that generate its IR; None: ``package_sources()``; ``runtime_key``), else
+    compiled from ``build()``'s LLVM IR and stored there."""
     d = object_cache_dir()
     key = runtime_key(spec, package_sources() if sources is None else sources, target,
                       level) if d is not None else ""

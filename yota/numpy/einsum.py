@@ -13,7 +13,6 @@ operand is summed and transposed into the output's order.
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,8 @@ from .movement import diagonal_of
 from .registry import LoweringContext, register
 
 Term = list[str]
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"  # string.ascii_letters
 
 
 def _einsum_forward(*operands: Any, **kw: Any) -> Any:
@@ -72,7 +73,7 @@ def _split_args(operands: tuple[Any, ...]) -> tuple[str, list[Any]]:
 
 
 def _sublist(sub: Any) -> str:
-    letters = string.ascii_letters
+    letters = _LETTERS
     return "".join("..." if s is Ellipsis else letters[int(s)] for s in sub)
 
 
@@ -108,7 +109,7 @@ def parse(subscripts: str, ndims: list[int]) -> tuple[list[Term], Term]:
 def _term(spec: str, ndim: int, ell: list[str]) -> Term:
     head, dots, tail = spec.partition("...")
     for ch in head + tail:
-        if ch not in string.ascii_letters:
+        if ch not in _LETTERS:
             raise UnsupportedError(f"np.einsum: invalid subscript {ch!r} in {spec!r}")
     if not dots:
         return list(head)
