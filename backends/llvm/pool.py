@@ -26,15 +26,23 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
   some helper sleeps.
 - The caller, its own chunks done, spins up to ``SPIN_NS`` for helpers still in a
   chunk, then sleeps until the last one leaves.
-- Backoff: when the caller waited for helpers longer than it worked (and more than
-  ``STALL_NS``), a helper was descheduled inside a chunk (other processes busy on the
-  cores). The next ``2**streak`` jobs then run on the calling thread alone (streak
-  counts such stalls in a row, up to ``MAX_STREAK``); the job after them probes again,
-  and a probe that a helper joined without a stall clears the streak. On an idle
-  machine stalls do not happen and every job is shared.
+- Backoff, when sharing does not pay: with the cores crowded (other processes busy on
+  them) a helper may be descheduled inside a chunk while the caller waits for it, and
+  every job pays for wake-ups and waits. Each thread measures the CPU time it spends
+  in chunks (``CLOCK_THREAD_CPUTIME_ID``); over windows of ``WINDOW_NS`` of job time
+  the caller compares the work rate (chunk CPU time of all threads per wall time)
+  shared with the rate alone, and runs jobs on the calling thread alone (a tiled GEMM
+  as one call per matrix) for a growing number of windows while sharing does less
+  than ``GAIN`` percent of alone's work, then tries sharing again (``_judge``). Until
+  a rate alone is known, a window in which the caller ran less than ``CROWDED``
+  percent of its chunks' time (it shares its core) or a stall (it waited for helpers
+  longer than it worked) triggers that measurement. On an idle machine sharing nearly
+  doubles the rate and every job is shared. ``back_off(n)`` forces ``n`` windows
+  alone.
 
 ``yota_pool_stats(i64 *out)`` copies the pool's counters (``STATS``: jobs posted, jobs
-run alone by backoff, jobs a helper joined, stalls) for ``stats()``.
+run alone by backoff, jobs a helper joined, stalls) for ``stats()``;
+``yota_pool_back_off(n)`` and ``yota_pool_reset()`` (after fork) are its other exports.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
 ``yota_dgemm_tiles``): the CBLAS arguments of a row-major ``C = op(A) op(B)`` plus a batch
@@ -76,15 +84,16 @@ STALL_NS = 50_000  # a wait for helpers shorter than this is never a stall
 MAX_STREAK = 7  # backoff: at most 2**7 - 1 windows alone before sharing is tried again
 WINDOW_NS = 2_000_000  # the caller's share of a core is judged over this much of its work
 CROWDED = 80  # percent: a caller that ran less of its chunks' time shares a crowded machine
-FREE = 92  # percent: a caller alone that ran at least this much has a core to itself
+GAIN = 110  # percent: sharing must do this much of alone's work per second to be kept
 THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
 
 # job fields: i64 words of the global @yota_pool_job, each on its own cache line
 (GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, STREAK,
- HOLD, GOOD, WIN_WALL, WIN_CPU, N_JOBS, N_ALONE, N_JOINED, N_STALLS) = range(20)
-NWORDS = 20
+ HOLD, GOOD, WIN_WALL, WIN_CPU, WIN_HCPU, WIN_OWN, RATE_ALONE, RATE_SHARED, N_JOBS,
+ N_ALONE, N_JOINED, N_STALLS) = range(24)
+NWORDS = 24
 LINE = 8  # words per cache line
-STATS = ("jobs", "alone", "joined", "stalls")
+STATS = ("jobs", "alone", "joined", "stalls", "rate_alone", "rate_shared")
 
 
 def ensure_pool() -> None:
@@ -111,7 +120,8 @@ def ensure_pool() -> None:
 
 def stats() -> dict[str, int]:
     """The pool's counters since the process started (``STATS``; zeros before the pool
-    is built): jobs posted, those run alone by backoff, those a helper joined, stalls."""
+    is built): jobs posted, those run alone by backoff, those a helper joined, stalls;
+    and the work rates last measured alone and shared (thousandths of a core)."""
     if _engine is None:
         return dict.fromkeys(STATS, 0)
     out = (ctypes.c_int64 * len(STATS))()
@@ -186,9 +196,11 @@ class _Globals:
     def set(self, b: ir.IRBuilder, k: int, v: ir.Value, order: str = "monotonic") -> None:
         b.store_atomic(v, self.field(b, k), order, 8)
 
-    def add(self, b: ir.IRBuilder, k: int, v: int, order: str = "seq_cst") -> ir.Value:
+    def add(self, b: ir.IRBuilder, k: int, v: int | ir.Value,
+            order: str = "seq_cst") -> ir.Value:
         """Atomically add ``v`` to word ``k``; the old value."""
-        return b.atomic_rmw("add", self.field(b, k), i64(v), order)
+        return b.atomic_rmw("add", self.field(b, k), i64(v) if isinstance(v, int) else v,
+                            order)
 
     def now(self, b: ir.IRBuilder, ts: ir.Value, clock: int = 1) -> ir.Value:
         """``clock`` (CLOCK_MONOTONIC, or THREAD_CPU: this thread's CPU time) in
@@ -289,7 +301,9 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
         with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
             fn = b.inttoptr(g.get(b, FN), PTR)
             ctx = b.inttoptr(g.get(b, CTX), PTR)
+            c0 = g.now(b, ts, THREAD_CPU)
             b.call(_FnPtr(fn), [ctx, slot])
+            g.add(b, WIN_HCPU, b.sub(g.now(b, ts, THREAD_CPU), c0), "monotonic")
     last = b.icmp_signed("==", g.add(b, ACTIVE, -1), i64(1))
     with b.if_then(b.and_(last, b.icmp_unsigned("!=", g.get(b, WAITING, "seq_cst"), i64(0)))):
         b.call(g.lock, [g.mutex])
@@ -338,7 +352,7 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     g.add(b, N_ALONE, 1, "monotonic")
     t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     b.call(_FnPtr(fn), [ctx, i64(0)])
-    _judge(b, g, b.sub(g.now(b, ts), t0), b.sub(g.now(b, ts, THREAD_CPU), c0), None)
+    _judge(b, g, b.sub(g.now(b, ts), t0), b.sub(g.now(b, ts, THREAD_CPU), c0))
     b.branch(end)
 
     b.position_at_end(post)
@@ -358,7 +372,8 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     t1, c1 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     g.set(b, OPEN, i64(0), "seq_cst")
     _drain(f, b, g, ts)
-    _judge(b, g, b.sub(t1, t0), b.sub(c1, c0), b.sub(g.now(b, ts), t1))
+    t2 = g.now(b, ts)
+    _judge(b, g, b.sub(t2, t0), b.sub(c1, c0), b.sub(t2, t1), b.sub(t1, t0))
     b.branch(end)
     b.position_at_end(end)
     b.call(g.unlock, [g.joblock])
@@ -423,41 +438,52 @@ def _drain(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value) -> None:
 
 
 def _judge(b: ir.IRBuilder, g: _Globals, wall: ir.Value, cpu: ir.Value,
-           waited: ir.Value | None) -> None:
-    """The backoff after a job (``waited`` None: it ran alone). The caller's own chunks
-    took ``wall`` ns, of which it ran ``cpu`` ns; these add up over a window of
-    ``WINDOW_NS``. A shared job whose caller waited for helpers longer than it worked
-    (and over ``STALL_NS``), or a shared window in which the caller ran less than
-    ``CROWDED`` of the time, turns sharing off for ``2**streak - 1`` more windows (the
-    streak grows with each such turn, up to ``MAX_STREAK``; eight good shared windows in
-    a row clear it). After those, a window alone in which the caller ran at least
-    ``FREE`` of the time (a core to spare) turns sharing on again."""
+           waited: ir.Value | None = None, own: ir.Value | None = None) -> None:
+    """The backoff after a job that took ``wall`` ns (posting to the last helper's
+    leaving), in which the caller ran its chunks for ``cpu`` ns (for ``own`` ns of wall
+    time, then ``waited`` for helpers; both None: it ran alone). Over a window of
+    ``WINDOW_NS``, the work rate is the CPU time spent in chunks by every thread (the
+    helpers add theirs to ``WIN_HCPU``) per wall time, in thousandths of a core.
+
+    Sharing: a window whose rate is under ``GAIN`` percent of the rate last measured
+    alone, or (none measured yet) in which the caller ran less than ``CROWDED`` percent
+    of its chunks' time, or a stall (the caller waited for helpers longer than it worked,
+    and over ``STALL_NS``) turns sharing off for ``2**streak - 1`` windows after this
+    one (the streak grows with each turn, up to ``MAX_STREAK``; eight good shared
+    windows in a row clear it). Alone: each window measures the rate alone; when the
+    hold is over, sharing is tried again."""
     acc_w = b.add(g.get(b, WIN_WALL), wall)
     acc_c = b.add(g.get(b, WIN_CPU), cpu)
     g.set(b, WIN_WALL, acc_w)
     g.set(b, WIN_CPU, acc_c)
     full = b.icmp_signed(">=", acc_w, i64(WINDOW_NS))
-    ran = b.mul(acc_c, i64(100))  # percent of the window's time this thread ran
-    crowded = b.and_(full, b.icmp_signed("<", ran, b.mul(acc_w, i64(CROWDED))))
-    free = b.and_(full, b.icmp_signed(">=", ran, b.mul(acc_w, i64(FREE))))
+    rate = b.sdiv(b.mul(b.add(acc_c, g.get(b, WIN_HCPU)), i64(1000)), b.add(acc_w, i64(1)))
+    acc_o = b.add(g.get(b, WIN_OWN), wall if own is None else own)
+    g.set(b, WIN_OWN, acc_o)
     with b.if_then(full):
-        g.set(b, WIN_WALL, i64(0))
-        g.set(b, WIN_CPU, i64(0))
-    if waited is None:  # alone: after the hold, a free window shares again
-        hold = g.get(b, HOLD)
+        for k in (WIN_WALL, WIN_CPU, WIN_HCPU, WIN_OWN):
+            g.set(b, k, i64(0))
+    if waited is None or own is None:  # alone: measure, and share again after the hold
         with b.if_then(full):
-            g.set(b, HOLD, b.select(b.icmp_signed(">", hold, i64(0)), b.sub(hold, i64(1)),
-                                    hold))
-        with b.if_then(b.and_(free, b.icmp_signed("<=", hold, i64(0)))):
-            g.set(b, SOLO, i64(0))
-            g.set(b, GOOD, i64(0))
+            g.set(b, RATE_ALONE, rate)
+            hold = g.get(b, HOLD)
+            g.set(b, HOLD, b.sub(hold, i64(1)))
+            with b.if_then(b.icmp_signed("<=", hold, i64(0))):
+                g.set(b, SOLO, i64(0))
+                g.set(b, GOOD, i64(0))
         return
     with b.if_then(b.icmp_signed(">", g.get(b, NEXT), i64(1))):
         g.add(b, N_JOINED, 1, "monotonic")
-    stall = b.and_(b.icmp_signed(">", waited, i64(STALL_NS)), b.icmp_signed(">", waited, wall))
+    stall = b.and_(b.icmp_signed(">", waited, i64(STALL_NS)), b.icmp_signed(">", waited, own))
     with b.if_then(stall):
         g.add(b, N_STALLS, 1, "monotonic")
-    with b.if_else(b.or_(stall, crowded)) as (then, other):
+    with b.if_then(full):
+        g.set(b, RATE_SHARED, rate)
+    alone = g.get(b, RATE_ALONE)
+    slower = b.icmp_signed("<", b.mul(rate, i64(100)), b.mul(alone, i64(GAIN)))
+    crowded = b.icmp_signed("<", b.mul(acc_c, i64(100)), b.mul(acc_o, i64(CROWDED)))
+    worse = b.select(b.icmp_signed(">", alone, i64(0)), slower, crowded)
+    with b.if_else(b.or_(stall, b.and_(full, worse))) as (then, other):
         with then:
             streak = b.add(g.get(b, STREAK), i64(1))
             streak = b.select(b.icmp_signed(">", streak, i64(MAX_STREAK)), i64(MAX_STREAK),
@@ -465,8 +491,8 @@ def _judge(b: ir.IRBuilder, g: _Globals, wall: ir.Value, cpu: ir.Value,
             g.set(b, STREAK, streak)
             g.set(b, HOLD, b.sub(b.shl(i64(1), streak), i64(1)))
             g.set(b, SOLO, i64(1))
-            g.set(b, WIN_WALL, i64(0))
-            g.set(b, WIN_CPU, i64(0))
+            for k in (WIN_WALL, WIN_CPU, WIN_HCPU, WIN_OWN):
+                g.set(b, k, i64(0))
         with other, b.if_then(full):
             good = b.add(g.get(b, GOOD), i64(1))
             g.set(b, GOOD, good)
@@ -477,7 +503,7 @@ def _judge(b: ir.IRBuilder, g: _Globals, wall: ir.Value, cpu: ir.Value,
 def _stats(m: ir.Module, g: _Globals) -> None:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS)):
+    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, RATE_ALONE, RATE_SHARED)):
         b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
     b.ret_void()
 
