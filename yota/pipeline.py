@@ -256,7 +256,7 @@ def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
 
     exe, built, facts = compile_traced(
         fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
-        signature=tape_signature(tape), derivation=grad_derivation(tape, optimized),
+        signature=tape_signature(tape), derivation=lambda: grad_derivation(tape, optimized),
         use_cache=cache)
     return Program.build(tape, built, exe, facts)
 
@@ -276,7 +276,7 @@ def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Pro
 
     exe, built, facts = compile_traced(
         fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
-        derivation={"passes": _pipeline_names()}, use_cache=cache)
+        derivation=lambda: {"passes": _pipeline_names()}, use_cache=cache)
     return Program.build(tape, built, exe, facts)
 
 

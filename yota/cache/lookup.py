@@ -65,17 +65,20 @@ def _key(make: Callable[[], Key | None], name: str) -> Key | None:
 
 
 def compile_traced(traced: Function, build: Callable[[], Function], backend: str | None, *,
-                   kind: str, signature: Any, derivation: dict[str, Any],
+                   kind: str, signature: Any,
+                   derivation: dict[str, Any] | Callable[[], dict[str, Any]],
                    use_cache: bool = True) -> tuple[Any, Function | str, dict[str, Any] | None]:
     """The executable of the program ``build()`` makes from the traced program ``traced``,
     through the cache: a hit by the traced key (``make_traced_key``) neither builds nor
     compiles; it returns the stored program's printed IR (``str``) and its ``facts``.
     Otherwise ``build()``'s program is compiled through the cache by its own key (a hit
     there skips the native compilation), recorded under the traced key, and returned
-    with None."""
+    with None. ``derivation``: the key's part, or a function making it (called once the
+    cache directory exists: it may read what the directory remembers)."""
     cache = _usable_cache(get_backend(backend)) if use_cache and enabled() else None
     tkey = _key(lambda: make_traced_key(traced, backend, kind=kind, signature=signature,
-                                        derivation=derivation), traced.name) \
+                                        derivation=derivation() if callable(derivation)
+                                        else derivation), traced.name) \
         if cache is not None else None
     if cache is not None and tkey is not None:
         found = _load_traced(cache, tkey, get_backend(backend))
