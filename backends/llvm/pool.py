@@ -61,11 +61,10 @@ import ctypes
 import os
 import threading
 
-import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .blas import single_threaded
-from .jit import cached_object, load_object
+from .jit import runtime_module
 from .target import host
 from .types import F32, F64, I8, I32, I64, PTR, VOID, i64
 
@@ -76,7 +75,7 @@ BACKOFF_SYMBOL = "yota_pool_back_off"
 GEMM_TILES = {"float32": "yota_sgemm_tiles", "float64": "yota_dgemm_tiles"}
 _GEMMS = {"float32": ("yota_sgemm", F32, 4), "float64": ("yota_dgemm", F64, 8)}
 _lock = threading.Lock()
-_engine: llvm.ExecutionEngine | None = None
+_engine: object = None  # what holds the loaded pool (objload image or MCJIT engine)
 _addresses: dict[str, int] = {}
 
 SPIN_NS = 100_000  # a helper watches for the next job, a caller for its helpers, this long
@@ -107,11 +106,13 @@ def ensure_pool() -> None:
             tiles = target.blas and target.threads > 1 and single_threaded()
             names = [SYMBOL, STATS_SYMBOL, RESET_SYMBOL, BACKOFF_SYMBOL,
                      *(GEMM_TILES.values() if target.blas else ())]
-            # compiled once, then loaded from the object cache (jit.cached_object)
-            obj = cached_object(str(_module(target.triple, target.blas, tiles)), target)
-            loaded = load_object(obj, target, names)
-            for name in names:
-                llvm.add_symbol(name, loaded.addresses[name])
+            # compiled once; later processes read its object code by this spec, without
+            # building the IR or importing llvmlite's binding (jit.runtime_module)
+            spec = {"module": "pool", "triple": target.triple, "blas": target.blas,
+                    "tiles": bool(tiles)}
+            loaded = runtime_module(
+                spec, None, lambda: str(_module(target.triple, target.blas, tiles)), target,
+                names)
             _addresses.update(loaded.addresses)
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=_reset_in_child)
