@@ -145,8 +145,6 @@ def test_import_yota_imports_only_what_a_start_needs(tmp_path):
         assert name in out["dir"]
 
 
-@pytest.mark.xfail(reason="pool.ensure_pool still builds the pool's IR with llvmlite; "
-                   "loading it by spec (jit.runtime_module) is the next step")
 def test_a_cache_hit_needs_no_llvm(tmp_path):
     code = """\
         import json, sys
