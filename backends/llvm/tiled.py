@@ -7,7 +7,9 @@ end, if any) is lowered as an ordinary function whose kernels stay on one thread
 block of rows in ``[lo, hi)``, with pointers to the block's rows for inputs and results
 by rows, the inputs read whole as they are, and its own workspace ``ws`` (so the values
 the block's ops pass each other stay in cache). A result reduced over the rows (a column
-sum) is the block function's partial result, combined into ``part`` after each block.
+sum) goes to ``part``, the thread's running result: the block function's kernels add
+the block's rows to it (``BlockGen``), or, where its layout computes that output
+elsewhere and copies it, the block's result is combined into ``part`` after the block.
 
 Chunks of whole blocks are claimed by this thread and the pool's helpers (``pool.py``,
 as a split kernel's chunks are); each thread has its own workspace and partial results,
@@ -33,10 +35,31 @@ TILE_CHUNKS = 4  # chunks per thread, times a kernel's: a descheduled helper hol
 
 class BlockGen(FnGen):
     """A block function's lowering: its kernels run on the calling thread (the blocks
-    are what is split over threads)."""
+    are what is split over threads). The outputs numbered in ``accumulate`` (results
+    reduced over the rows) are not filled with the identity first: their kernels add
+    the block's rows to what the output holds, a thread's running partial result. That
+    holds only where the output's memory is the output array and nothing else
+    (``accumulated``: not an output the layout computes elsewhere and copies, nor one
+    whose array the memory plan lends to another value first)."""
+
+    def __init__(self, mg: Any, fn: Function, name: str, accumulate: set[int]) -> None:
+        super().__init__(mg, fn, name)
+        copied = {j for j, _ in self.lay.out_copies}
+        self.accumulated: set[int] = set()
+        self.keep: set[int] = set()  # ids of the base pointers of accumulated outputs
+        for j in sorted(accumulate - copied):
+            s = self.lay.loc[fn.outputs[j]].storage
+            if s >= 0 and all(loc.storage != s or v is fn.outputs[j]
+                              for v, loc in self.lay.loc.items()):
+                self.accumulated.add(j)
+                self.keep.add(id(self.bases[s]))
 
     def _parallel(self, k: Any, params: list[ir.Value], threads: int) -> None:
         self.b.call(self.mg.kernel(k), list(params) + [i64(0), i64(k.domain[0])])
+
+    def _fill_reduction(self, k: Any, kind: str, acc: Access, ptr: ir.Value) -> None:
+        if id(ptr) not in self.keep:  # an accumulated output keeps its running value
+            super()._fill_reduction(k, kind, acc, ptr)
 
 
 def _align(n: int) -> int:
@@ -53,9 +76,10 @@ class TiledCall:
         self.in_rows = [st.get(v) == ROW for v in fn.inputs]
         self.out_kind = [st.get(v, ROW) for v in fn.outputs]  # ROW or a reduction kind
         self.reduced = [j for j, s in enumerate(self.out_kind) if s != ROW]
-        self.fns = [self._block_fn(self.block)]
-        if self.rows % self.block:
-            self.fns.append(self._block_fn(self.rows % self.block))
+        sizes = [self.block] + ([self.rows % self.block] if self.rows % self.block else [])
+        gens = [self._block_gen(n, set(self.reduced)) for n in sizes]
+        self.acc_sets = [gen.accumulated for gen in gens]  # per block size
+        self.fns = [gen.run() for gen in gens]
         # a thread's workspace: the block function's, then the block's reduced results
         self.outs_at: list[int] = []
         off = _align(max(ws for _, ws in self.fns))
@@ -64,10 +88,10 @@ class TiledCall:
             off += _align(fn.outputs[j].type.nbytes)
         self.ws_bytes = off
 
-    def _block_fn(self, n: int) -> tuple[ir.Function, int]:
+    def _block_gen(self, n: int, accumulate: set[int]) -> BlockGen:
         mg = self.g.mg
         bf = block_function(self.fn, n, mg.fresh(f"{self.fn.name}.rows{n}"))
-        return BlockGen(mg, bf, f"yota.fn.{bf.name}").run()
+        return BlockGen(mg, bf, f"yota.fn.{bf.name}", accumulate)
 
     # -- the rows function ---------------------------------------------------------------
     def rows_function(self) -> ir.Function:
@@ -89,16 +113,33 @@ class TiledCall:
         def put(k: int, p: ir.Value) -> None:
             b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
 
+        part = dict(zip(self.reduced, parts, strict=True))
+
+        def run(which: int, blo: ir.Value) -> None:
+            """Block function ``which`` (0: full blocks, 1: the short last one)."""
+            acc = self.acc_sets[which]
+            for j, (v, p) in enumerate(zip(fn.outputs, outs, strict=True)):
+                put(nin + j, part[j] if j in acc else red_out[j] if j in red_out
+                    else self._row_ptr(b, p, v, blo))
+            b.call(self.fns[which][0], [slots])
+            for j in self.reduced:
+                if j not in acc:
+                    self._combine(b, j, part[j], red_out[j])
+
         def step(blo: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
             for k, (v, p) in enumerate(zip(fn.inputs, ins, strict=True)):
                 put(k, self._row_ptr(b, p, v, blo) if self.in_rows[k] else p)
-            for j, (v, p) in enumerate(zip(fn.outputs, outs, strict=True)):
-                put(nin + j, red_out[j] if j in red_out else self._row_ptr(b, p, v, blo))
             put(nin + nout, ws)
             put(nin + nout + 1, status)
-            self._call_block(b, blo, hi, slots)
-            for j, part in zip(self.reduced, parts, strict=True):
-                self._combine(b, j, part, red_out[j])
+            if len(self.fns) == 1:
+                run(0, blo)
+                return []
+            with b.if_else(b.icmp_signed("<=", b.add(blo, i64(self.block)), hi)) as (
+                    then, other):
+                with then:
+                    run(0, blo)
+                with other:
+                    run(1, blo)
             return []
         loop(b, lo, hi, self.block, [], step, name="blocks")
         b.ret_void()
@@ -107,19 +148,6 @@ class TiledCall:
     def _row_ptr(self, b: ir.IRBuilder, p: ir.Value, v: Value, blo: ir.Value) -> ir.Value:
         row = v.type.nbytes // self.rows
         return b.gep(p, [b.mul(blo, i64(row))], source_etype=I8)
-
-    def _call_block(self, b: ir.IRBuilder, blo: ir.Value, hi: ir.Value,
-                    slots: ir.Value) -> None:
-        full = self.fns[0][0]
-        if len(self.fns) == 1:
-            b.call(full, [slots])
-            return
-        whole = b.icmp_signed("<=", b.add(blo, i64(self.block)), hi)
-        with b.if_else(whole) as (then, other):
-            with then:
-                b.call(full, [slots])
-            with other:
-                b.call(self.fns[1][0], [slots])
 
     def _combine(self, b: ir.IRBuilder, j: int, part: ir.Value, new: ir.Value) -> None:
         """``part = combine(part, new)`` over the elements of output ``j``."""
