@@ -337,3 +337,26 @@ def test_a_call_with_plain_arrays_inside_a_trace_is_not_a_hit():
     assert yota.stats.hits == hits
     assert np.allclose(g[0], x * np.cos(x * x)) and float(val) == pytest.approx(
         np.sum(x * np.cos(x * x)))
+
+
+@native
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_dicts_and_python_floats_on_the_native_path(dt):
+    def f(p, x, s):
+        return np.sum(np.tanh(p["w"] * x) * p["b"]) * s
+
+    p = {"w": np.linspace(0.1, 1.0, 4).astype(dt), "b": np.ones(4, dt)}
+    x = np.linspace(-1.0, 1.0, 4).astype(dt)
+    for s in (2.0, 2.0, 3.0):
+        same(yota.grad(f, p, x, s), general(f, p, x, s))
+    assert is_native(f)
+    _, g = yota.grad(f, p, x, 2.0)
+    assert list(g[0]) == [("w",), ("b",)] and type(g[2]) is float
+    fast = grad_mod._fast[id(f)][1]
+    for bad in [({"b": p["b"], "w": p["w"]}, x, 2.0), ({"w": p["w"]}, x, 2.0),
+                ({**p, "c": x}, x, 2.0), ({"w": p["w"], 1: p["b"]}, x, 2.0), (p, x, 2),
+                (p, x, np.float64(2.0)), (dict(enumerate(p.values())), x, 2.0)]:
+        assert fast(f, bad) is None
+    q = {"b": p["b"], "w": p["w"]}  # another key order: another signature
+    for _ in range(2):
+        same(yota.grad(f, q, x, 2.0), general(f, q, x, 2.0))

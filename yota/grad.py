@@ -348,8 +348,9 @@ def _native_scalars(exe: Any, args: Sequence[Any], plan: _UnpackPlan) -> dict[in
 
 def _native_checks(a: Any, reg: int, plan: Any, ins: list[tuple[tuple[int, ...], Any]],
                    leaves: list[Any]) -> bool:
-    """Add to ``plan`` the checks ``_fast_checks`` makes of the value in register ``reg``
-    (its array leaves, in ``flatten_args`` order, are the program's inputs ``ins``)."""
+    """Add to ``plan`` the checks ``_fast_checks`` makes of the value in register ``reg``,
+    and those of dicts (keys in order) and Python floats (its leaves, in ``flatten_args``
+    order, are the program's inputs ``ins``)."""
     if type(a) is np.ndarray:
         k = len(leaves)
         leaves.append(a)
@@ -363,9 +364,18 @@ def _native_checks(a: Any, reg: int, plan: Any, ins: list[tuple[tuple[int, ...],
     if type(a) in (int, str):
         plan.equal(reg, a)
         return True
-    if type(a) in (tuple, list):
+    if type(a) in (tuple, list, dict):
+        regs = plan.dict_items(reg, list(a)) if type(a) is dict else \
+            plan.seq(reg, type(a), len(a))
         return all(_native_checks(x, r, plan, ins, leaves)
-                   for x, r in zip(a, plan.seq(reg, type(a), len(a)), strict=True))
+                   for x, r in zip(a.values() if type(a) is dict else a, regs, strict=True))
+    if type(a) is float:  # a traced input: its value is copied into a 0-d float
+        k = len(leaves)
+        leaves.append(a)
+        if k >= len(ins) or ins[k][0] != () or ins[k][1] not in (np.float32, np.float64):
+            return False
+        plan.float_input(reg, k, ins[k][1])
+        return True
     return False
 
 

@@ -13,6 +13,7 @@ NAME = "yota_pyentry"
 OB_TYPE, OB_SIZE, TUPLE_ITEMS, LIST_ITEMS, BYTES_DATA = 8, 16, 24, 24, 32
 ARRAY_DESCR = 56  # PyArrayObject.descr
 METH_FASTCALL = 0x0080
+FLOAT_VALUE = 16  # PyFloatObject.ob_fval (a dict's ma_used is at OB_SIZE)
 WEAKREF_OBJECT = 16  # PyWeakReference.wr_object (None once the referent is gone)
 # the most pointer arguments (inputs, outputs, workspace) of a program called (_Gen._kernel)
 EXACT_ARGS = 16
@@ -24,7 +25,7 @@ HEADER = 5  # plan words before the first op: slots, registers, stack depth, Non
 # opcodes (see pyentry_ir._Gen for each one's operand words)
 (SEQ, ITEM_T, ITEM_L, ARRAY, IS, EQ, OUT_NEW, OUT_CALL, OUT_SCRATCH, RUN, PUSH_OUT,
  PUSH_FLOAT, PUSH_SCALAR, PUSH_OBJ, LIST, TUPLE, DICT, CALL, INCR, SETATTR,
- RETURN, NEW_OBJECT, REFERENT, NOT_SET) = range(1, 25)
+ RETURN, NEW_OBJECT, REFERENT, NOT_SET, DICT_ITEMS, FLOAT) = range(1, 27)
 
 # The Python C API functions the dispatcher calls: name -> signature (result, arguments:
 # p pointer, i int32, l int64, d double, v void).
@@ -37,7 +38,7 @@ PY_API: dict[str, str] = {
     "PyDict_New": "p", "PyDict_SetItem": "i ppp",
     "PyObject_GetAttr": "p pp", "PyObject_SetAttr": "i ppp", "PyNumber_Add": "p pp",
     "PyLong_AsVoidPtr": "p p", "PyEval_SaveThread": "p", "PyEval_RestoreThread": "v p",
-    "PyType_GenericAlloc": "p pl",
+    "PyType_GenericAlloc": "p pl", "PyDict_Next": "i pppp",
 }
 # NumPy's C API, from its ``_ARRAY_API`` table: our name -> (index, signature).
 NP_API: dict[str, tuple[int, str]] = {

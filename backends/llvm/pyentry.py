@@ -45,7 +45,10 @@ from .pyabi import (
     BYTES_DATA,
     CALL,
     DICT,
+    DICT_ITEMS,
     EQ,
+    FLOAT,
+    FLOAT_VALUE,
     INCR,
     IS,
     ITEM_L,
@@ -113,6 +116,7 @@ def _layout_ok() -> bool:
     t, lst, b = (object(), 7), [object(), 8], b"plan words"
     a = np.zeros((2, 3))
     wr = weakref.ref(_layout_ok)
+    d, f = {1: 2, 3: 4}, 2.5
     table = _numpy_api()
     return (table is not None and _np_function(table, _NP_TYPE_INDEX) == id(np.ndarray)
             and word(id(t) + OB_TYPE) == id(tuple) and word(id(t) + OB_SIZE) == 2
@@ -121,6 +125,8 @@ def _layout_ok() -> bool:
             and ctypes.string_at(id(b) + BYTES_DATA, len(b)) == b
             and word(id(a) + ARRAY_DESCR) == id(a.dtype)
             and word(id(wr) + WEAKREF_OBJECT) == id(_layout_ok)
+            and word(id(d) + OB_SIZE) == 2
+            and ctypes.c_double.from_address(id(f) + FLOAT_VALUE).value == f
             and word(id(a) + ARRAY_ABI["data"]) == a.ctypes.data)
 
 
@@ -207,12 +213,27 @@ class Plan:
         """Check that register ``reg`` holds a ``typ`` (tuple or list) of ``n`` items; the
         registers its items are loaded into."""
         self._op(SEQ, reg, self.ref(typ), n)
-        regs = []
+        regs: list[int] = []
         for i in range(n):
             regs.append(self.nregs)
             self._op(ITEM_T if typ is tuple else ITEM_L, self.nregs, reg, i)
             self.nregs += 1
         return regs
+
+    def dict_items(self, reg: int, keys: Sequence[Any]) -> list[int]:
+        """Check that register ``reg`` holds a dict (exactly) whose keys are ``keys`` in
+        this order (equal, of the same types); the registers its values are loaded into."""
+        self._op(SEQ, reg, self.ref(dict), len(keys))
+        first = self.nregs
+        self.nregs += len(keys)
+        self._op(DICT_ITEMS, reg, len(keys), first, *[self.ref(k) for k in keys])
+        return list(range(first, first + len(keys)))
+
+    def float_input(self, reg: int, slot: int, dtype: np.dtype) -> None:
+        """Check that register ``reg`` holds a Python float (exactly); its value, as a 0-d
+        float32 or float64, is input ``slot``."""
+        assert dtype in (np.float32, np.float64)
+        self._op(FLOAT, reg, self.ref(float), slot, int(dtype == np.float32))
 
     def array(self, reg: int, dtype: np.dtype, shape: tuple[int, ...], slot: int) -> None:
         """Check that register ``reg`` holds an ndarray (exactly) of ``dtype`` (the

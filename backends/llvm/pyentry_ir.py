@@ -14,8 +14,11 @@ from .pyabi import (
     BYTES_DATA,
     CALL,
     DICT,
+    DICT_ITEMS,
     EQ,
     EXACT_ARGS,
+    FLOAT,
+    FLOAT_VALUE,
     HEADER,
     INCR,
     IS,
@@ -160,7 +163,7 @@ class _Gen:
         self.stack = b.alloca(PTR, b.add(depth, i64(1)))
         scratch = b.alloca(ir.ArrayType(I64, 2), nslots)
         scratch.align = 64
-        self.scratch = scratch
+        self.scratch = b.inttoptr(b.ptrtoint(scratch, I64), PTR)  # (an untyped pointer)
         self.pc, self.sp = b.alloca(I64), b.alloca(I64)
         b.store(i64(HEADER), self.pc)
         b.store(i64(0), self.sp)
@@ -183,7 +186,8 @@ class _Gen:
                           (TUPLE, self.op_tuple), (DICT, self.op_dict), (CALL, self.op_call),
                           (INCR, self.op_incr), (SETATTR, self.op_setattr),
                           (RETURN, self.op_return), (NEW_OBJECT, self.op_new_object),
-                          (REFERENT, self.op_referent), (NOT_SET, self.op_not_set)]:
+                          (REFERENT, self.op_referent), (NOT_SET, self.op_not_set),
+                          (DICT_ITEMS, self.op_dict_items), (FLOAT, self.op_float)]:
             blk = self.block(gen.__name__)
             sw.add_case(i64(code), blk)
             b.position_at_end(blk)
@@ -218,6 +222,57 @@ class _Gen:
                     b.icmp_signed("==", self.load(o, OB_SIZE, I64), self.word(3)))
         self.advance(4)
         self.next_or_fail(ok)
+
+    def op_dict_items(self) -> None:  # DICT_ITEMS reg, n, first register, key1, ..., keyn
+        """The dict's items in order (after SEQ checked its type and size): key ``k``
+        equal to ``key_k``, its value into register ``first + k``."""
+        b = self.b
+        d, n, first = self.reg(1), self.word(2), self.word(3)
+        pc = b.load(self.pc, typ=I64)
+        pos, key, val = b.alloca(I64), b.alloca(PTR), b.alloca(PTR)
+        same = b.alloca(I1)
+        b.store(i64(0), pos)
+        b.store(ir.Constant(I1, 1), same)
+
+        def item(k: ir.Value) -> None:
+            more = self.call("PyDict_Next", d, pos, key, val)
+            want = b.inttoptr(b.load(self.elem(self.plan, b.add(pc, b.add(k, i64(4))), I64),
+                                     typ=I64), PTR)
+            got = b.load(key, typ=PTR)
+            ok = b.and_(b.load(same, typ=I1), b.icmp_signed("!=", more, ir.Constant(I32, 0)))
+            with b.if_then(ok):
+                eq = self.call("PyObject_RichCompareBool", got, want, ir.Constant(I32, 2))
+                typed = b.icmp_unsigned("==", self.load(got, OB_TYPE), self.load(want, OB_TYPE))
+                b.store(b.and_(typed, b.icmp_signed("==", eq, ir.Constant(I32, 1))), same)
+            b.store(b.and_(b.load(same, typ=I1), ok), same)
+            b.store(b.load(val, typ=PTR), self.elem(self.regs, b.add(first, k)))
+        self.for_range(n, item, "dict_item")
+        self.advance(b.add(n, i64(4)))
+        ok = b.load(same, typ=I1)
+        cleared = self.block("dict_items.cleared")
+        b.cbranch(ok, self.loop, cleared)
+        b.position_at_end(cleared)  # (a comparison may have raised)
+        self.call("PyErr_Clear")
+        b.branch(self.fail)
+
+    def op_float(self) -> None:  # FLOAT reg, float type, slot, is_f32: a Python float input
+        b = self.b
+        o = self.reg(1)
+        typed = self.block("float.typed")
+        b.cbranch(b.icmp_unsigned("==", self.load(o, OB_TYPE), self.word(2, PTR)), typed,
+                  self.fail)
+        b.position_at_end(typed)
+        slot = self.word(3)
+        p = self.at(self.scratch, b.mul(slot, i64(16)))
+        v = self.load(o, FLOAT_VALUE, F64)
+        with b.if_else(b.icmp_signed("!=", self.word(4), i64(0))) as (f32, f64):
+            with f32:
+                b.store(b.fptrunc(v, F32), p)
+            with f64:
+                b.store(v, p)
+        b.store(p, self.elem(self.slots, slot))
+        self.advance(5)
+        b.branch(self.loop)
 
     def _item(self, items: ir.Value) -> None:
         self.b.store(self.b.load(self.elem(items, self.word(3)), typ=PTR),
@@ -327,7 +382,7 @@ class _Gen:
 
     def op_out_scratch(self) -> None:  # OUT_SCRATCH slot
         slot = self.word(1)
-        p = self.b.gep(self.scratch, [slot], source_etype=ir.ArrayType(I64, 2))
+        p = self.at(self.scratch, self.b.mul(slot, i64(16)))
         self.b.store(p, self.elem(self.slots, slot))
         self.advance(2)
         self.b.branch(self.loop)
