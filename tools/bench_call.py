@@ -6,8 +6,9 @@ argument leaves and of gradient outputs.
 
 W1 is ``tools/bench.py``'s tiny workload (sum(logistic(x)), x of 5 f64). The leaf rows
 differentiate ``sum(x0 + x1 + ... + x{k-1})`` over k arrays of 5 f64 (k leaves, k gradient
-outputs); the structure rows pass the same k arrays as one tuple; the int rows add k
-integer arguments (constants of the program). Each number is the median over R rounds of
+outputs); the structure rows pass the same k arrays as one tuple (or dict); the int rows
+add k integer arguments (constants of the program); the float row adds a Python float
+(a traced input with a float gradient). Each number is the median over R rounds of
 the mean over N calls, in microseconds, by the wall clock and by the process's CPU time
 (less disturbed by other processes on a loaded machine); rounds of different rows are
 interleaved. The per-leaf rows at the end are slopes: (16 leaves - 1 leaf) / 15 for an
@@ -49,6 +50,14 @@ def _sum_ints(x, *ks):
     return np.sum(x) + 0.0 * len(ks)
 
 
+def _sum_dict(d):
+    return _sum_k(*d.values())
+
+
+def _scaled(x, s):
+    return np.sum(x) * s
+
+
 def cases() -> dict[str, tuple]:
     x = np.linspace(-1.0, 1.0, 5)
     out = {"W1 (1 leaf, 1 grad)": (_w1, (x,))}
@@ -60,6 +69,10 @@ def cases() -> dict[str, tuple]:
         out[f"tuple of {k} leaves, {k} grads"] = (_sum_tuple, (xs,))
     for k in (4, 16):
         out[f"1 grad + {k} int leaves"] = (_sum_ints, (x, *range(k)))
+    for k in (4, 16):
+        d = {f"p{i}": x + i for i in range(k)}
+        out[f"dict of {k} leaves, {k} grads"] = (_sum_dict, (d,))
+    out["1 grad + 1 float leaf"] = (_scaled, (x, 2.0))
     return out
 
 
@@ -96,6 +109,8 @@ def main() -> None:
                              "1 leaves, 1 grads", 15),
                             ("per leaf, in a tuple", "tuple of 16 leaves, 16 grads",
                              "tuple of 4 leaves, 4 grads", 12),
+                            ("per leaf, in a dict", "dict of 16 leaves, 16 grads",
+                             "dict of 4 leaves, 4 grads", 12),
                             ("per int leaf", "1 grad + 16 int leaves", "1 grad + 4 int leaves",
                              12)]:
         print(f"{name:<32} {(med[hi][0] - med[lo][0]) / n * 1e3:6.0f} ns "
