@@ -360,3 +360,18 @@ def test_dicts_and_python_floats_on_the_native_path(dt):
     q = {"b": p["b"], "w": p["w"]}  # another key order: another signature
     for _ in range(2):
         same(yota.grad(f, q, x, 2.0), general(f, q, x, 2.0))
+
+
+@native
+@pytest.mark.parametrize("k", [7, 20, 40])  # 16, 42 (a padded call) and 82 (> MAX_ARGS) slots
+def test_many_arguments(k):
+    def f(*xs):
+        s = xs[0]
+        for i, x in enumerate(xs[1:]):
+            s = s + x * (i + 2)
+        return np.sum(s * s)
+
+    xs = [np.linspace(-1.0, 1.0, 3) + i for i in range(k)]
+    for _ in range(3):
+        same(yota.grad(f, *xs), general(f, *xs))
+    assert is_native(f) == (2 * k + 2 <= pyentry.MAX_ARGS)
