@@ -27,6 +27,7 @@ from yota import pipeline
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Blocks of a few rows, so that small arrays are tiled into several blocks."""
     monkeypatch.setattr(tile_mod, "BLOCK_BYTES", 2000)
+    monkeypatch.setattr(tile_mod, "MIN_BYTES", 0)
 
 
 def logsumexp(X: Any, b: Any) -> Any:
@@ -122,12 +123,17 @@ def test_non_contiguous_inputs_and_yota_grad() -> None:
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-6)
 
 
-def test_one_row_or_a_single_block_is_not_tiled(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_row_a_single_block_or_little_data_is_not_tiled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(2)
     one = (_data(rng, (1, 50), np.float32), _data(rng, (50,), np.float32))
     assert not tiled_calls(grad_program(logsumexp, one))
-    monkeypatch.setattr(tile_mod, "BLOCK_BYTES", 1 << 30)
     many = (_data(rng, (40, 50), np.float32), _data(rng, (50,), np.float32))
+    assert tiled_calls(grad_program(logsumexp, many))
+    monkeypatch.setattr(tile_mod, "MIN_BYTES", 40 * 50 * 4 * 20)
+    assert not tiled_calls(grad_program(logsumexp, many))
+    monkeypatch.setattr(tile_mod, "MIN_BYTES", 0)
+    monkeypatch.setattr(tile_mod, "BLOCK_BYTES", 1 << 30)
     assert not tiled_calls(grad_program(logsumexp, many))
 
 

@@ -27,7 +27,8 @@ call when it holds at least two ops that run kernels and more than one block of 
 L2 cache). The function is an ordinary function of full-size values, so every backend
 can run it as a plain call (the reference interpreter does); ``block_function`` gives
 the same function over ``n`` rows, which the llvm backend runs per block, the blocks
-split over its threads.
+split over its threads. Runs whose row values take less than ``MIN_BYTES`` in all are
+left alone: their values stay in the cores' caches without blocks.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from .dce import dce
 ROW, WHOLE = "row", "whole"  # an operand sliced by rows, or read whole by every block
 ROW_REDUCTIONS = ("sum", "prod", "max", "min")
 BLOCK_BYTES = 192 * 1024  # row values of one block: fits a core's L2 with room to spare
+MIN_BYTES = 4 << 20  # smaller runs stay in the cores' caches anyway: blocks only cost
 KERNEL_OPS = ("fused",) + ROW_REDUCTIONS  # ops that run a kernel (and elementwise ones)
 
 Tiling = tuple[list[str], list[str]]  # (status each operand needs, status of each result)
@@ -186,7 +188,8 @@ def find_runs(fn: Function) -> Iterator[Run]:
 
 
 def worth_it(run: Run) -> bool:
-    return run.kernels() >= 2 and run.rows > block_rows(run)
+    return (run.kernels() >= 2 and run.rows > block_rows(run)
+            and run.rows * run.row_bytes() >= MIN_BYTES)
 
 
 # -- building the call ---------------------------------------------------------------------
