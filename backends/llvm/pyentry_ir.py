@@ -79,7 +79,13 @@ class _Gen:
         for n, (_, sig) in NP_API.items():
             self.api[n] = ir.Function(m, _signature(sig), n)
         self.f = ir.Function(m, ir.FunctionType(PTR, [PTR, PTR, I64]), NAME)
-        self.b = ir.IRBuilder(self.f.append_basic_block("entry"))
+        self.vars = ir.IRBuilder(self.f.append_basic_block("entry"))  # fixed-size allocas
+        self.start = self.f.append_basic_block("start")
+        self.b = ir.IRBuilder(self.start)
+
+    def var(self, ty: ir.Type) -> ir.Value:
+        """A local variable (allocated once, in the entry block: promoted to registers)."""
+        return self.vars.alloca(ty)
 
     # helpers
     def call(self, name: str, *args: ir.Value) -> ir.Value:
@@ -129,7 +135,7 @@ class _Gen:
     def for_range(self, n: ir.Value, body: Callable[[ir.Value], None], name: str) -> None:
         """``for k in range(n): body(k)``, continuing after the loop."""
         b = self.b
-        k = b.alloca(I64)
+        k = self.var(I64)
         b.store(i64(0), k)
         head, inner, done = self.block(f"{name}.head"), self.block(name), self.block(f"{name}.done")
         b.branch(head)
@@ -164,7 +170,7 @@ class _Gen:
         scratch = b.alloca(ir.ArrayType(I64, 2), nslots)
         scratch.align = 64
         self.scratch = b.inttoptr(b.ptrtoint(scratch, I64), PTR)  # (an untyped pointer)
-        self.pc, self.sp = b.alloca(I64), b.alloca(I64)
+        self.pc, self.sp = self.var(I64), self.var(I64)
         b.store(i64(HEADER), self.pc)
         b.store(i64(0), self.sp)
         self.for_range(head(4), lambda k: b.store(b.load(self.elem(args, k), typ=PTR),
@@ -197,6 +203,7 @@ class _Gen:
         self.call("PyErr_Clear")
         self.call("Py_IncRef", self.none)
         b.ret(self.none)
+        self.vars.branch(self.start)
 
     def cleanup(self, nslots: ir.Value) -> None:
         """Release the outputs not handed on and everything on the stack."""
@@ -229,8 +236,8 @@ class _Gen:
         b = self.b
         d, n, first = self.reg(1), self.word(2), self.word(3)
         pc = b.load(self.pc, typ=I64)
-        pos, key, val = b.alloca(I64), b.alloca(PTR), b.alloca(PTR)
-        same = b.alloca(I1)
+        pos, key, val = self.var(I64), self.var(PTR), self.var(PTR)
+        same = self.var(I1)
         b.store(i64(0), pos)
         b.store(ir.Constant(I1, 1), same)
 
@@ -297,7 +304,7 @@ class _Gen:
         ok = b.and_(ok, b.icmp_signed("==", b.sext(self.load(o, ARRAY_ABI["nd"], I32), I64),
                                       nd))
         ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, need), need))
-        same = b.alloca(I1)
+        same = self.var(I1)
         b.store(ok, same)
         dims_ok, bad = self.block("array.dims"), self.fail
         b.cbranch(ok, dims_ok, bad)
@@ -390,7 +397,7 @@ class _Gen:
     def op_run(self) -> None:  # RUN entry, ws slot, pool list, workspace maker, release GIL
         b = self.b
         pool = self.word(3, PTR)
-        ws = b.alloca(PTR)
+        ws = self.var(PTR)
         n = self.load(pool, OB_SIZE, I64)
         pop, make, have = self.block("run.pop"), self.block("run.make"), self.block("run.have")
         b.cbranch(b.icmp_signed(">", n, i64(0)), pop, make)
@@ -410,7 +417,7 @@ class _Gen:
         b.store(addr, self.elem(self.slots, self.word(2)))
         entry = b.inttoptr(self.word(1), PTR)
         release = b.icmp_signed("!=", self.word(5), i64(0))
-        rc = b.alloca(I32)
+        rc = self.var(I32)
         with b.if_else(release) as (free, held):
             with free:
                 ts = self.call("PyEval_SaveThread")
@@ -507,7 +514,7 @@ class _Gen:
         b.cbranch(self.null(d), self.fail, got)
         b.position_at_end(got)
         base = b.sub(b.load(self.sp, typ=I64), b.mul(n, i64(2)))
-        bad = b.alloca(I32)
+        bad = self.var(I32)
         b.store(ir.Constant(I32, 0), bad)
 
         def put(k: ir.Value) -> None:
