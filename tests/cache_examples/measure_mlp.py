@@ -1,6 +1,7 @@
 """Time the first gradient of the MLP (784-512-256-10, batch 128, f32) in new processes:
 without the cache (a cold compile), with an empty cache (compile and store), and with a
-warm cache (a hit: trace, the traced key, load), phase by phase, then end to end.
+warm cache (a hit: trace, the traced key, load without LLVM), phase by phase, then end
+to end.
 
     python tests/cache_examples/measure_mlp.py [--runs N] [--compare OTHER_PYTHON]
 
@@ -8,7 +9,9 @@ Each number is the median over N fresh processes (default 7). Measure with ``.py
 present: ``PYTHONDONTWRITEBYTECODE`` unset and ``python -m compileall -q`` of the package
 run once (../shared/TOOLCHAIN.md). End to end, ``import yota`` is timed after NumPy is
 imported, and each time is given by the wall clock and by the process's CPU time (less
-disturbed by other processes on a loaded machine). ``--compare`` runs the end-to-end
+disturbed by other processes on a loaded machine; "thread cpu": the calling thread's
+alone, without NumPy's OpenBLAS workers spinning after the traced matrix products nor
+Yota's helper threads). ``--compare`` runs the end-to-end
 processes of a second interpreter (e.g. a virtual environment with another checkout of
 Yota) interleaved with this one's, and prints the two side by side.
 """
@@ -54,7 +57,7 @@ def child(mode):
 
     host()
     ensure_pool()
-    r["backend init (import llvmlite, host, thread pool JIT)"] = T() - t
+    r["backend init (host, thread pool: compiled, or by spec)"] = T() - t
     t = T()
     key = yc.make_key(gfn, None, kind="grad", signature=yc.tape_signature(tape))
     r["cache key (print IR, hash)"] = T() - t
@@ -76,7 +79,7 @@ def child(mode):
 
 
 def warm_phases(r, tape, fn, args):
-    """The phases of a hit: the traced key, the backend, the load by the traced key."""
+    """The phases of a hit: the backend (no LLVM), the traced key, the load by it."""
     T = time.perf_counter
     from yota import cache as yc
     from yota import pipeline
@@ -84,24 +87,23 @@ def warm_phases(r, tape, fn, args):
     from yota.program import flatten_args
 
     t = T()
-    key = yc.make_traced_key(fn, None, kind="grad", signature=yc.tape_signature(tape),
-                             derivation=pipeline.grad_derivation(tape))
-    r["traced key (imports llvmlite, llvm backend; traced IR, hash)"] = T() - t
-    t = T()
-    from yota.backends import llvm
-    from yota.backends.llvm.pool import ensure_pool
+    from yota.backends import get_backend
+
+    llvm = get_backend("llvm")
+    cache = lookup._usable_cache(llvm)  # the backend's object cache set: host memo, pool
     from yota.backends.llvm.target import host
 
-    cache = yc.default_cache()
-    lookup.runtime_objects(cache, llvm)
     host()
-    ensure_pool()
-    r["backend init (import llvmlite, host, load the pool object)"] = T() - t
+    r["backend init (import backend, host from its memo: no llvmlite)"] = T() - t
+    t = T()
+    key = yc.make_traced_key(fn, None, kind="grad", signature=yc.tape_signature(tape),
+                             derivation=pipeline.grad_derivation(tape))
+    r["traced key (traced IR, sources digest memo, hash)"] = T() - t
     t = T()
     found = lookup._load_traced(cache, key, llvm)
     assert found is not None, "no cache hit"
     exe = found[0]
-    r["load by traced key (read, check, MCJIT add object)"] = T() - t
+    r["load by traced key (read, check, objload; pool by spec)"] = T() - t
     leaves, _ = flatten_args(args)
     t = T()
     exe(*leaves)
@@ -109,30 +111,36 @@ def warm_phases(r, tape, fn, args):
     t = T()
     exe(*leaves)
     r["second call"] = T() - t
+    r["llvmlite.binding imported"] = float("llvmlite.binding" in sys.modules)
     return r
 
 
 def end_to_end(mode):
     """One process: import, then the first yota.grad call, as a user sees it."""
-    T, C = time.perf_counter, time.process_time
-    t0, c0 = T(), C()
+    T, C, M = time.perf_counter, time.process_time, time.thread_time
+    t0, c0, m0 = T(), C(), M()
     sys.path.insert(0, HERE)
     import mlp  # and NumPy
 
-    t1, c1 = T(), C()
+    t1, c1, m1 = T(), C(), M()
     import yota
 
+    t2, c2, m2 = T(), C(), M()
     args = mlp.example()
-    t2, c2 = T(), C()
+    t3, c3, m3 = T(), C(), M()
     yota.grad(mlp.loss, *args, cache=mode != "cold")
-    t3, c3 = T(), C()
+    t4, c4, m4 = T(), C(), M()
     yota.grad(mlp.loss, *args)
-    t4, c4 = T(), C()
+    t5, c5, m5 = T(), C(), M()
     hit = yota.cache.stats.hits == 1
-    return {"import numpy": t1 - t0, "import yota": t2 - t1, "first yota.grad": t3 - t2,
-            "second yota.grad": t4 - t3, "import numpy (cpu)": c1 - c0,
-            "import yota (cpu)": c2 - c1, "first yota.grad (cpu)": c3 - c2,
-            "second yota.grad (cpu)": c4 - c3, "hit": hit}
+    out = {}
+    for suffix, (a, b, c, d, e, f) in (("", (t0, t1, t2, t3, t4, t5)),
+                                       (" (cpu)", (c0, c1, c2, c3, c4, c5)),
+                                       (" (thread cpu)", (m0, m1, m2, m3, m4, m5))):
+        out.update({"import numpy" + suffix: b - a, "import yota" + suffix: c - b,
+                    "first yota.grad" + suffix: e - d, "second yota.grad" + suffix: f - e})
+    out["hit"] = hit
+    return out
 
 
 def spawn(kind, mode, cache_dir, python=sys.executable):
