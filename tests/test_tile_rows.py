@@ -172,3 +172,28 @@ def test_the_pass_is_in_the_pipeline_and_prints_and_parses() -> None:
     assert tiled_calls(back)
     for got, want in zip(run(back, *args), run(fn, *args), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def test_other_backends_run_a_tiled_call_as_a_plain_call() -> None:
+    """The CUDA backend (in its CPU emulation) and the MLIR backend render the tiled
+    function as an ordinary call; results match the interpreter."""
+    from yota.backends import cuda
+    from yota.backends.cuda.emulate import EmuDevice, emulation_available
+    from yota.backends.cuda.lower import module_source
+
+    rng = np.random.default_rng(6)
+    args = (_data(rng, (19, 13), np.float32), _data(rng, (13,), np.float32))
+    fn = grad_program(softmax_xent, args)
+    assert tiled_calls(fn)
+    want = run(fn, *args)
+    if emulation_available() is None:
+        dev = EmuDevice()
+        kernels = cuda.lower(fn, config=dev.cfg).kernels
+        dev.build(module_source(kernels.values()), list(kernels))
+        got = cuda.compile(fn, device=dev)(*args)
+        assert precision.mismatch(fn, list(args), got, want) is None
+    from mlir_cases import MISSING
+    if MISSING is None:
+        from yota.backends import mlir
+        got = mlir.compile(fn)(*args)
+        assert precision.mismatch(fn, list(args), got, want) is None
