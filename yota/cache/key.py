@@ -239,7 +239,8 @@ def _yota_version(backend_module: Any) -> dict[str, str]:
     (``source_files``), so an edited checkout never reuses stale code."""
     key = str(Path(backend_module.__file__).resolve())
     if key not in _source_hashes:
-        _source_hashes[key] = _sources_digest(key, source_files(backend_module))
+        _source_hashes[key] = _remembered_digest(key) or \
+            _sources_digest(key, source_files(backend_module))
     version = getattr(sys.modules.get("yota"), "__version__", "unknown")
     return {"version": version, "sources": _source_hashes[key]}
 
@@ -272,8 +273,60 @@ def _sources_digest(key: str, files: list[tuple[str, Path]]) -> str:
             h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     digest = h.hexdigest()[:16]
     if memo is not None:
-        _write_memo(memo, {"module": key, "files": stats, "digest": digest})
+        _write_memo(memo, {"module": key, "files": stats, "dirs": _dir_stats(files),
+                           "digest": digest})
     return digest
+
+
+def _dir_stats(files: list[tuple[str, Path]]) -> list[list[Any]]:
+    """Modification time (ns) and inode of every folder holding one of ``files`` and of
+    their ancestors up to the folder common to all: a file added, removed or renamed in
+    any of them (a new module, a new subpackage) changes one of these."""
+    parents = {os.path.dirname(str(p)) for _, p in files}
+    if not parents:
+        return []
+    top = os.path.commonpath(sorted(parents))
+    dirs = set()
+    for d in parents:
+        while d not in dirs and len(d) >= len(top):
+            dirs.add(d)
+            d = os.path.dirname(d)
+    out: list[list[Any]] = []
+    for d in sorted(dirs):
+        try:
+            st = os.stat(d)
+            out.append([d, st.st_mtime_ns, st.st_ino])
+        except OSError:
+            out.append([d, None, None])
+    return out
+
+
+def _remembered_digest(key: str) -> str | None:
+    """The digest kept for backend ``key`` when none of its files nor folders changed
+    since (the files are the list ``source_files`` gave then: no folder changed, so
+    walking them again would give the same list)."""
+    memo = _memo_path(key)
+    if memo is None:
+        return None
+    try:
+        rec = json.loads(memo.read_bytes().decode())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("digest"), str) or \
+            not isinstance(rec.get("files"), list) or not isinstance(rec.get("dirs"), list):
+        return None
+    try:
+        for d, mtime, ino in rec["dirs"]:
+            st = os.stat(d)
+            if [st.st_mtime_ns, st.st_ino] != [mtime, ino]:
+                return None
+        for _name, path, mtime, size, ino in rec["files"]:
+            st = os.stat(path)
+            if [st.st_mtime_ns, st.st_size, st.st_ino] != [mtime, size, ino]:
+                return None
+    except (OSError, TypeError, ValueError):
+        return None
+    return str(rec["digest"])
 
 
 def _memo_path(key: str) -> Path | None:

@@ -1,0 +1,71 @@
+"""Fast start: what a new process remembers from the cache directory instead of
+recomputing (the sources digest without walking the folders, the default pipeline's
+names without importing the passes) stays exact: a new, edited or removed module is
+seen. Run on a copy of the package laid out as the wheel installs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from wheel_layout import wheel_layout
+
+SCRIPT = textwrap.dedent("""\
+    import json, sys
+    from yota.cache import key
+    from yota.backends import llvm
+    remembered = key._remembered_digest(str(__import__("pathlib").Path(llvm.__file__).resolve()))
+    version = key._yota_version(llvm)["sources"]
+    names = key.default_pipeline()
+    print(json.dumps({"remembered": remembered, "digest": version, "pipeline": names,
+                      "passes imported": "yota.ir.passes" in sys.modules}))
+    """)
+
+
+def _run(site, cache, tmp_path) -> dict:
+    script = tmp_path / "digest.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(site), "YOTA_CACHE_DIR": str(cache)}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_remembered_sources_digest_and_pipeline_stay_exact(tmp_path):
+    site = wheel_layout(tmp_path / "site")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    first = _run(site, cache, tmp_path)
+    assert first["remembered"] is None and first["passes imported"]
+    again = _run(site, cache, tmp_path)
+    assert again["remembered"] == again["digest"] == first["digest"]
+    assert again["pipeline"] == first["pipeline"] and not again["passes imported"]
+
+    time.sleep(0.01)  # (a new mtime on coarse clocks)
+    new = site / "yota" / "backends" / "llvm" / "newmodule.py"
+    new.write_text("X = 1\n")  # a new module in a folder of the backend
+    added = _run(site, cache, tmp_path)
+    assert added["remembered"] is None and added["digest"] != first["digest"]
+    assert _run(site, cache, tmp_path)["remembered"] == added["digest"]
+
+    time.sleep(0.01)
+    new.write_text("X = 2\n")  # edited in place
+    edited = _run(site, cache, tmp_path)
+    assert edited["remembered"] is None and edited["digest"] != added["digest"]
+
+    new.unlink()  # removed again: the first digest
+    assert _run(site, cache, tmp_path)["digest"] == first["digest"]
+
+    passes = site / "yota" / "ir" / "passes" / "__init__.py"
+    text = passes.read_text()
+    head = "PIPELINE: list[tuple[str, str]] = ["
+    assert head in text
+    passes.write_text(text.replace(head, head + '\n    ("dce", "first of all"),', 1))
+    changed = _run(site, cache, tmp_path)  # the pipeline's sources changed: imported
+    assert changed["passes imported"] and changed["pipeline"] != first["pipeline"]
+    assert _run(site, cache, tmp_path)["pipeline"] == changed["pipeline"]
