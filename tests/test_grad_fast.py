@@ -195,6 +195,10 @@ def test_the_llvm_fast_path_is_native_and_declines_what_does_not_fit():
     f = fresh_fn()
     x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
     yota.grad(f, x, w)
+    assert not is_native(f)  # made at the first repeated call, not by the first one
+    yota.grad(f, x[:4], w[:4])  # (another signature: not made from these arguments)
+    yota.grad(f, x, w)
+    yota.grad(f, x, w)
     assert is_native(f)
     fast = grad_mod._fast[id(f)][1]
     for bad in [(x,), (x, w, w), (x[:4], w), (x.astype(np.float32), w), (x[::-1], w),
@@ -266,6 +270,7 @@ def test_many_threads_call_at_once():
     xs = [np.linspace(-1.0, 1.0, 5) * (k + 1) for k in range(8)]
     w = np.linspace(0.5, 2.0, 5)
     yota.grad(f, xs[0], w)
+    yota.grad(f, xs[0], w)
     want = [general(f, x, w) for x in xs]
     assert is_native(f)
 
@@ -304,6 +309,7 @@ def test_a_forked_child_calls_the_native_path():
 
     f = fresh_fn()
     x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
+    yota.grad(f, x, w)
     yota.grad(f, x, w)
     want = general(f, x, w)
     assert is_native(f)

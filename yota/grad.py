@@ -206,10 +206,40 @@ def _remember_fast(f: Any, program: Program, args: Sequence[Any]) -> None:
         return
     fast = program.fast
     if fast is None:  # (a program belongs to one function: its variants are f's)
-        fast = program.fast = _make_fast(program, args, ref) or False
+        fast = program.fast = _deferred(program, args, ref)
     if fast is False:
         return
     _fast[id(f)] = (ref, fast, program)
+
+
+def _deferred(program: Program, args: Sequence[Any], ref: weakref.ref[Any]) -> Any:
+    """The fast path of ``program``, made at its first use (a first call, the one that
+    traced or loaded the program, pays nothing for it): from the arguments of that use,
+    which must have the signature ``args`` have. False where there is none."""
+    try:
+        sig = flatten_args(args)[1]
+        hash(sig)
+    except (TraceError, TypeError):
+        return False
+
+    def build(f: Any, now: tuple[Any, ...]) -> Any:
+        if ref() is not f:
+            return None
+        try:
+            if flatten_args(now)[1] != sig:
+                return None
+        except TraceError:
+            return None
+        made = _make_fast(program, now, ref)
+        program.fast = made if made is not None else False
+        known = _fast.get(id(f))
+        if known is not None and known[2] is program:  # (else already replaced)
+            if made is None:
+                del _fast[id(f)]
+            else:
+                _fast[id(f)] = (known[0], made, program)
+        return None if made is None else made(f, now)
+    return build
 
 
 def _forget(key: int) -> Callable[[Any], Any]:
