@@ -177,11 +177,23 @@ def exp_f32(c: VCtx, x: ir.Value) -> ir.Value:
     for coef in _EXP_P[1:]:
         p = fma(p, r, k(coef))
     y = b.fadd(fma(p, b.fmul(r, r), r), k(1.0))
-    ni = b.fptosi(n, it)
-    n1 = b.ashr(ni, const(it, 1))
-    for part in (n1, b.sub(ni, n1)):  # each in [-76, 65]: a normal power of two
-        y = b.fmul(y, b.bitcast(b.shl(b.add(part, const(it, 127)), const(it, 23)), t))
+    if c.target.vector_bits >= 512 and isinstance(t, ir.VectorType) and t.count == 16:
+        y = _scalef16(c, y, n)  # one instruction: y * 2**n, rounded once
+    else:
+        ni = b.fptosi(n, it)
+        n1 = b.ashr(ni, const(it, 1))
+        for part in (n1, b.sub(ni, n1)):  # each in [-76, 65]: a normal power of two
+            y = b.fmul(y, b.bitcast(b.shl(b.add(part, const(it, 127)), const(it, 23)), t))
     return b.select(isnan(c, x), x, y)
+
+
+def _scalef16(c: VCtx, y: ir.Value, n: ir.Value) -> ir.Value:
+    """AVX-512 ``vscalefps``: ``y * 2**floor(n)`` for 16 float32 lanes, overflow to inf
+    and subnormal results rounded once (current rounding mode)."""
+    fn = declare(c.module, "llvm.x86.avx512.mask.scalef.ps.512", y.type,
+                 [y.type, y.type, y.type, ir.IntType(16), I32])
+    return c.b.call(fn, [y, n, ir.Constant(y.type, None), ir.Constant(ir.IntType(16), -1),
+                         ir.Constant(I32, 4)])
 
 
 for _op in TRANSCENDENTAL:
