@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import glob
 import hashlib
 import json
 import os
@@ -266,6 +265,8 @@ def mvec_has(symbol: str) -> bool:
 def _libraries() -> list[str]:
     """Yota's own single-threaded OpenBLAS (``blas.py``) when installed, then NumPy's
     bundled OpenBLAS (the library its ``np.linalg`` already loaded)."""
+    import glob
+
     from .blas import own_library
 
     own = own_library()
