@@ -80,12 +80,14 @@ class ModuleGen:
             self.kernels[key] = build(k, self.module, self.target, self.fresh("yota.kernel"))
         return self.kernels[key]
 
-    def chunk_runner(self, kfn: ir.Function, nparams: int, nextra: int) -> ir.Function:
+    def chunk_runner(self, kfn: ir.Function, nparams: int, nextra: int,
+                     per_chunk: bool = False) -> ir.Function:
         """``chunks(ctx, slot)``: run ``kfn`` on chunks until none is left (one per
-        kernel)."""
-        key = f"{kfn.name}/{nparams}/{nextra}"
+        kernel); its ``nextra`` extra pointers are the slot's, or ``per_chunk`` the
+        chunk's."""
+        key = f"{kfn.name}/{nparams}/{nextra}/{int(per_chunk)}"
         if key not in self.runners:
-            self.runners[key] = _chunk_runner(self, kfn, nparams, nextra)
+            self.runners[key] = _chunk_runner(self, kfn, nparams, nextra, per_chunk)
         return self.runners[key]
 
     def function(self, fn: Function) -> tuple[ir.Function, int]:
@@ -101,11 +103,14 @@ class ModuleGen:
 
 # The context of a split kernel, i64 words on the caller's stack: next chunk to claim,
 # number of chunks, chunk size, extent of axis 0; the kernel's pointer parameters; then
-# each slot's partial-reduction pointers.
+# each slot's extra pointers, or each chunk's (a split kernel's partial reductions: per
+# chunk, so that the sums do not depend on which thread took which chunk; combined in
+# chunk order, a split reduction gives the same bits in every run).
 CTX_HEAD = 4
 
 
-def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int) -> ir.Function:
+def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int,
+                  per_chunk: bool) -> ir.Function:
     chunks = ir.Function(mg.module, ir.FunctionType(VOID, [PTR, I64]), mg.fresh("yota.chunks"))
     chunks.linkage = "internal"
     b = ir.IRBuilder(chunks.append_basic_block("entry"))
@@ -115,8 +120,6 @@ def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int) ->
         return b.load(b.gep(ctx, [i64(j) if isinstance(j, int) else j], source_etype=I64),
                       typ=I64)
     ps = [b.inttoptr(word(CTX_HEAD + j), PTR) for j in range(nparams)]
-    first = b.add(i64(CTX_HEAD + nparams), b.mul(slot, i64(nextra)))
-    ps += [b.inttoptr(word(b.add(first, i64(r))), PTR) for r in range(nextra)]
     n, step, d0 = word(1), word(2), word(3)
     claim = chunks.append_basic_block("claim")
     work = chunks.append_basic_block("work")
@@ -126,9 +129,11 @@ def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int) ->
     c = b.atomic_rmw("add", ctx, i64(1), "monotonic")
     b.cbranch(b.icmp_signed("<", c, n), work, end)
     b.position_at_end(work)
+    first = b.add(i64(CTX_HEAD + nparams), b.mul(c if per_chunk else slot, i64(nextra)))
+    parts = [b.inttoptr(word(b.add(first, i64(r))), PTR) for r in range(nextra)]
     lo = b.mul(c, step)
     hi = b.add(lo, step)
-    b.call(kfn, ps + [lo, b.select(b.icmp_signed("<", hi, d0), hi, d0)])
+    b.call(kfn, ps + parts + [lo, b.select(b.icmp_signed("<", hi, d0), hi, d0)])
     b.branch(claim)
     b.position_at_end(end)
     b.ret_void()
@@ -247,15 +252,15 @@ class FnGen(FnLowering):
         nchunks = -(-d0 // step)
         private = k.reduce[0] and bool(k.reductions)
         k2 = k
-        slots: list[list[ir.Value]] = [[] for _ in range(threads)]
-        if private:  # each reduction's output becomes a new parameter
+        slots: list[list[ir.Value]] = [[] for _ in range(nchunks)]
+        if private:  # each reduction's output becomes a new parameter, one per chunk
             n = k.nparams
             k2 = replace(k, reductions=[(kind, vid, replace(acc, param=n + j)) for j, (kind, vid, acc)
                                         in enumerate(k.reductions)])
             slots = [[params[acc.param] for _, _, acc in k.reductions]]
             slots += [[self._partial(k, kind, acc) for kind, _, acc in k.reductions]
-                      for _ in range(threads - 1)]
-        self._run_chunks(self.mg.kernel(k2), params, slots, step, d0, nchunks)
+                      for _ in range(nchunks - 1)]
+        self._run_chunks(self.mg.kernel(k2), params, slots, step, d0, nchunks, threads, True)
         for part in slots[1:] if private else []:
             for (kind, _, acc), p in zip(k.reductions, part, strict=True):
                 self._combine_partial(k, kind, acc, params[acc.param], p)
@@ -277,19 +282,22 @@ class FnGen(FnLowering):
         self.b.call(self.mg.kernel(ck), [out, part, i64(0), i64(ck.domain[0])])
 
     def _run_chunks(self, kfn: ir.Function, params: list[ir.Value],
-                    slots: list[list[ir.Value]], step: int, d0: int, nchunks: int) -> None:
-        """Run ``kfn`` over chunks of axis 0 that this thread and the pool's helpers
-        (``pool.py``) claim one at a time; returns when all are done."""
+                    slots: list[list[ir.Value]], step: int, d0: int, nchunks: int,
+                    threads: int | None = None, per_chunk: bool = False) -> None:
+        """Run ``kfn`` over chunks of axis 0 that this thread and up to ``threads - 1``
+        (default: one per slot) of the pool's helpers (``pool.py``) claim one at a time;
+        ``slots``: each slot's extra pointers, or ``per_chunk`` each chunk's. Returns
+        when all are done."""
         b, ab = self.b, self.ab
         nextra = len(slots[0])
-        chunks = self.mg.chunk_runner(kfn, len(params), nextra)
+        chunks = self.mg.chunk_runner(kfn, len(params), nextra, per_chunk)
         par = declare(self.mg.module, POOL_SYMBOL, VOID, [PTR, PTR, I64])
         vals = [i64(v) for v in (0, nchunks, step, d0)] + [b.ptrtoint(p, I64) for p in params]
         vals += [b.ptrtoint(p, I64) for slot in slots for p in slot]
         ctx = ab.alloca(ir.ArrayType(I64, len(vals)))
         for j, v in enumerate(vals):
             b.store(v, b.gep(ctx, [i64(0), i64(j)], inbounds=True))
-        b.call(par, [chunks, ctx, i64(len(slots))])
+        b.call(par, [chunks, ctx, i64(len(slots) if threads is None else threads)])
 
     # -- failures -------------------------------------------------------------------------
     def fail_if(self, cond: ir.Value, record: dict[str, Any], value: ir.Value) -> None:
