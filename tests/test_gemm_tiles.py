@@ -224,8 +224,9 @@ def _inputs(m: int, k: int, n: int, dtype: str, seed: int) -> tuple[np.ndarray, 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_backed_off_pool_makes_whole_calls(dtype: str) -> None:
-    """While the pool backs off, a tiled GEMM is one BLAS call per matrix on the calling
-    thread: bit for bit the unsplit product; each job is counted as run alone."""
+    """While the pool runs jobs alone (``back_off``), a tiled GEMM is one BLAS call per
+    matrix on the calling thread: bit for bit the unsplit product; each job is counted
+    as run alone, and sharing resumes after them."""
     fn = _product(257, 300, 263, False, False, dtype)
     bfn = _product(96, 80, 72, True, False, dtype, batch=(2, 3))
     A, B = _inputs(257, 300, 263, dtype, 1)
@@ -236,18 +237,20 @@ def test_backed_off_pool_makes_whole_calls(dtype: str) -> None:
     bone, btiled = native.compile(bfn, threads=1), native.compile(bfn, threads=2)
     want, bwant = one(A, B)[0], bone(bA, bB)[0]
     try:
-        pool.back_off(1 << 20)
+        pool.back_off(6)
         before = pool.stats()
         for _ in range(3):
             np.testing.assert_array_equal(tiled(A, B)[0], want)
             np.testing.assert_array_equal(btiled(bA, bB)[0], bwant)
         after = pool.stats()
+        _close(tiled(A, B)[0], A.astype(np.float64) @ B.astype(np.float64), A, B, 300)
+        last = pool.stats()
     finally:
         pool.back_off(0)
-    if pool.single_threaded():  # tiles (and the backoff) only with Yota's own BLAS
+    if pool.single_threaded():  # tiles (and the pool's jobs) only with Yota's own BLAS
         assert after["alone"] - before["alone"] == 6
         assert after["jobs"] - before["jobs"] == 6
-    _close(tiled(A, B)[0], A.astype(np.float64) @ B.astype(np.float64), A, B, 300)
+        assert last["jobs"] - after["jobs"] == 1 and last["alone"] == after["alone"]
 
 
 def test_switching_backoff_under_many_threads() -> None:
@@ -269,7 +272,7 @@ def test_switching_backoff_under_many_threads() -> None:
     def toggle() -> None:
         k = 0
         while not stop.is_set():
-            pool.back_off(k % 3)
+            pool.back_off(k % 4)
             k += 1
 
     def work(t: int) -> None:
@@ -336,3 +339,24 @@ def test_forked_child_gets_a_working_pool() -> None:
         th.join()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_split_reduction_same_bits_every_run() -> None:
+    """A reduction over the split axis sums each chunk into its own partial and combines
+    them in chunk order, so its bits do not depend on which thread took which chunk
+    (the same whether the caller ran every chunk or helpers took some)."""
+    b = Builder("colsum")
+    x = b.input(TensorType("f32", (4099, 48)), "x")
+    fn = b.build([b.sum(b.tanh(x), axes=(0,)), b.sum(b.mul(x, x), axes=(0, 1))])
+    exe = native.compile(fn, threads=2, par_work=0)
+    X = np.random.default_rng(12).standard_normal((4099, 48)).astype(np.float32)
+    try:
+        pool.back_off(1 << 20)  # every chunk on the calling thread
+        first = exe(X)
+    finally:
+        pool.back_off(0)
+    for _ in range(60):  # helpers take some of the chunks
+        for got, want in zip(exe(X), first, strict=True):
+            np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(first[0], np.tanh(X.astype(np.float64)).sum(axis=0), rtol=1e-4,
+                               atol=1e-3)
