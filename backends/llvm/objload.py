@@ -140,6 +140,8 @@ def _layout(secs: list[tuple[int, ...]]) -> tuple[dict[int, int], list[tuple[int
         start = pos
         for i in group:
             align = max(1, secs[i][8])
+            if align > _PAGE:  # the mapping is only page-aligned
+                raise _Decline(f"section alignment {align}")
             pos = (pos + align - 1) // align * align
             offsets[i] = pos
             pos += secs[i][5]
