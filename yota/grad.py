@@ -305,7 +305,7 @@ def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan,
         return None
     np_plan.referent(0, ref)
     np_plan.not_set(tracer_state, "stack")  # tracing.current_context() is None
-    ins = [(tuple(s), d) for s, d, *_ in exe._in]
+    ins, outs = exe.signature
     leaves: list[Any] = []
     if not all(_native_checks(a, reg, np_plan, ins, leaves) for a, reg in
                zip(args, np_plan.seq(1, tuple, len(args)), strict=True)) \
@@ -320,9 +320,9 @@ def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan,
         if j not in as_float:
             np_plan.push_out(len(ins) + j)
         elif as_float[j]:
-            np_plan.push_float(len(ins) + j, exe._out[j][1])
+            np_plan.push_float(len(ins) + j, outs[j][1])
         else:
-            np_plan.push_scalar(len(ins) + j, exe._out[j][1])
+            np_plan.push_scalar(len(ins) + j, outs[j][1])
     push(0)
     fields = ("_grads", "_fn", "_argnames")
     made = np_plan.can_make(GradientResult, fields)  # else called: GradientResult(...)
@@ -370,7 +370,7 @@ def _native_scalars(exe: Any, args: Sequence[Any], plan: _UnpackPlan) -> dict[in
         if flt or np.ndim(leaf) == 0:
             as_float[j] = flt
     for j, flt in as_float.items():
-        shape, dt = exe._out[j]
+        shape, dt = exe.signature[1][j]
         if shape != () or dt.kind not in "biufc" or flt and dt not in (np.float32, np.float64):
             return None
     return as_float

@@ -183,6 +183,12 @@ class LLVMExecutable:
         return ns["stub"]
 
     # -- native entries (pyentry.py) ----------------------------------------------------
+    @property
+    def signature(self) -> tuple[list[tuple[tuple[int, ...], np.dtype]],
+                                 list[tuple[tuple[int, ...], np.dtype]]]:
+        """(shape, dtype) of each input and of each output."""
+        return [(s, d) for s, d, *_ in self._in], list(self._out)
+
     def native_plan(self, nargs: int = 1) -> Any:
         """A ``pyentry.Plan`` to call this program from native code (a builtin function
         of ``nargs`` arguments), or None where that is not available. The caller adds the
