@@ -7,13 +7,14 @@ end, if any) is lowered as an ordinary function whose kernels stay on one thread
 block of rows in ``[lo, hi)``, with pointers to the block's rows for inputs and results
 by rows, the inputs read whole as they are, and its own workspace ``ws`` (so the values
 the block's ops pass each other stay in cache). A result reduced over the rows (a column
-sum) goes to ``part``, the thread's running result: the block function's kernels add
+sum) goes to ``part``, the chunk's running result: the block function's kernels add
 the block's rows to it (``BlockGen``), or, where its layout computes that output
 elsewhere and copies it, the block's result is combined into ``part`` after the block.
 
 Chunks of whole blocks are claimed by this thread and the pool's helpers (``pool.py``,
-as a split kernel's chunks are); each thread has its own workspace and partial results,
-which are combined into the outputs at the end.
+as a split kernel's chunks are); each thread has its own workspace, each chunk its own
+partial results, combined into the outputs in chunk order at the end (so the sums are
+the same in every run, whichever thread took which chunk).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class BlockGen(FnGen):
     """A block function's lowering: its kernels run on the calling thread (the blocks
     are what is split over threads). The outputs numbered in ``accumulate`` (results
     reduced over the rows) are not filled with the identity first: their kernels add
-    the block's rows to what the output holds, a thread's running partial result. That
+    the block's rows to what the output holds, the chunk's running partial result. That
     holds only where the output's memory is the output array and nothing else
     (``accumulated``: not an output the layout computes elsewhere and copies, nor one
     whose array the memory plan lends to another value first)."""
@@ -94,7 +95,10 @@ class TiledCall:
         return BlockGen(mg, bf, f"yota.fn.{bf.name}", accumulate)
 
     # -- the rows function ---------------------------------------------------------------
-    def rows_function(self) -> ir.Function:
+    def rows_function(self, chunk: int) -> ir.Function:
+        """``rows(in..., out..., status, part..., ws, lo, hi)``: the blocks of rows
+        ``[lo, hi)``; a result reduced over the rows goes to the partial result of the
+        chunk ``lo // chunk``, array ``lo // chunk`` of ``part`` (whole outputs' sizes)."""
         fn, mg = self.fn, self.g.mg
         nin, nout, nred = len(fn.inputs), len(fn.outputs), len(self.reduced)
         fty = ir.FunctionType(VOID, [PTR] * (nin + nout + 2 + nred) + [I64, I64])
@@ -103,8 +107,8 @@ class TiledCall:
         f.attributes.add("nounwind")
         args = list(f.args)
         ins, outs = args[:nin], args[nin:nin + nout]
-        status, ws = args[nin + nout], args[nin + nout + 1]
-        parts, (lo, hi) = args[nin + nout + 2:-2], args[-2:]
+        status, bases = args[nin + nout], args[nin + nout + 1:nin + nout + 1 + nred]
+        ws, (lo, hi) = args[nin + nout + 1 + nred], args[-2:]
         b = ir.IRBuilder(f.append_basic_block("entry"))
         slots = b.alloca(ir.ArrayType(PTR, nin + nout + 2))
         red_out = {j: b.gep(ws, [i64(at)], source_etype=I8)
@@ -113,7 +117,9 @@ class TiledCall:
         def put(k: int, p: ir.Value) -> None:
             b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
 
-        part = dict(zip(self.reduced, parts, strict=True))
+        c = b.sdiv(lo, i64(chunk))
+        part = {j: b.gep(p, [b.mul(c, i64(fn.outputs[j].type.nbytes))], source_etype=I8)
+                for j, p in zip(self.reduced, bases, strict=True)}
 
         def run(which: int, blo: ir.Value) -> None:
             """Block function ``which`` (0: full blocks, 1: the short last one)."""
@@ -157,9 +163,10 @@ class TiledCall:
         k = normalize(combine_kernel((n,), self.out_kind[j], acc, Access(1, 0, (1,), v.dtype)))
         b.call(self.g.mg.kernel(k), [part, new, i64(0), i64(k.domain[0])])
 
-    def _fill(self, j: int, ptr: ir.Value) -> None:
+    def _fill(self, j: int, ptr: ir.Value, copies: int) -> None:
+        """Fill ``copies`` consecutive arrays shaped as output ``j`` with the identity."""
         v = self.fn.outputs[j]
-        n = max(v.type.size, 1)
+        n = max(v.type.size, 1) * copies
         k = normalize(fill_kernel((n,), Access(0, 0, (1,), v.dtype),
                                   identity(self.out_kind[j], v.dtype)))
         self.g.b.call(self.g.mg.kernel(k), [ptr, i64(0), i64(k.domain[0])])
@@ -167,31 +174,38 @@ class TiledCall:
     # -- the call ------------------------------------------------------------------------
     def emit(self) -> None:
         g, op = self.g, self.op
-        rows_fn = self.rows_function()
         params = [g.elem_ptr(g.operand_loc(g.op_index, k, v), v.dtype)
                   for k, v in enumerate(op.operands)]
         outs = [g.elem_ptr(g.loc(r), r.dtype) for r in op.results]
         params += outs + [g.status]
         for j in self.reduced:
-            self._fill(j, outs[j])
+            self._fill(j, outs[j], 1)
         threads = min(g.mg.options.threads, -(-self.rows // self.block))
         if threads <= 1 or self._work() < g.mg.options.par_work:
-            red = [outs[j] for j in self.reduced]
-            g.b.call(rows_fn, params + [g.scratch(self.ws_bytes)] + red
-                     + [i64(0), i64(self.rows)])
+            rows_fn = self.rows_function(self.rows)
+            g.b.call(rows_fn, params + [outs[j] for j in self.reduced]
+                     + [g.scratch(self.ws_bytes), i64(0), i64(self.rows)])
             return
-        slots = [[g.scratch(self.ws_bytes)] + [outs[j] for j in self.reduced]]
-        for _ in range(threads - 1):
-            parts = [g.scratch(self.fn.outputs[j].type.nbytes) for j in self.reduced]
-            for j, p in zip(self.reduced, parts, strict=True):
-                self._fill(j, p)
-            slots.append([g.scratch(self.ws_bytes)] + parts)
         nblocks = -(-self.rows // self.block)
         step = -(-nblocks // (threads * CHUNKS_PER_THREAD * TILE_CHUNKS)) * self.block
-        g._run_chunks(rows_fn, params, slots, step, self.rows, -(-self.rows // step))
-        for slot in slots[1:]:
-            for j, p in zip(self.reduced, slot[1:], strict=True):
-                self._combine(g.b, j, outs[j], p)
+        nchunks = -(-self.rows // step)
+        # each chunk's partial results, combined in chunk order: the same bits in every
+        # run, whichever thread took which chunk
+        parts = [g.scratch(nchunks * self.fn.outputs[j].type.nbytes) for j in self.reduced]
+        for j, p in zip(self.reduced, parts, strict=True):
+            self._fill(j, p, nchunks)
+        slots = [[g.scratch(self.ws_bytes)] for _ in range(threads)]
+        g._run_chunks(self.rows_function(step), params + parts, slots, step, self.rows,
+                      nchunks)
+        for j, p in zip(self.reduced, parts, strict=True):
+            nbytes = self.fn.outputs[j].type.nbytes
+
+            def add(ci: ir.Value, _: list[ir.Value], j: int = j, p: ir.Value = p,
+                    nbytes: int = nbytes) -> list[ir.Value]:
+                chunk = g.b.gep(p, [g.b.mul(ci, i64(nbytes))], source_etype=I8)
+                self._combine(g.b, j, outs[j], chunk)
+                return []
+            loop(g.b, 0, nchunks, 1, [], add, name="parts")
 
     def _work(self) -> float:
         """Element-operations, roughly: the elements of every value of the function."""
