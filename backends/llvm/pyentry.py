@@ -134,6 +134,15 @@ _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
 
+def _new_lock() -> None:  # a child forked while another thread held the lock
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock)
+
+
 def available() -> bool:
     """Whether native entries can be made in this process (checked once)."""
     ok = _state.get("ok")
