@@ -381,3 +381,19 @@ def test_many_arguments(k):
     for _ in range(3):
         same(yota.grad(f, *xs), general(f, *xs))
     assert is_native(f) == (2 * k + 2 <= pyentry.MAX_ARGS)
+
+
+def test_an_explicit_llvm_backend_has_its_own_fast_path():
+    f = fresh_fn()
+    x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
+    for _ in range(3):
+        same(yota.grad(f, x, w, backend="llvm"), general(f, x, w))
+    assert id(f) not in grad_mod._fast and id(f) in grad_mod._FAST_BY_NAME["llvm"]
+    hits = yota.stats.hits
+    yota.grad(f, x, w, backend="llvm")
+    assert yota.stats.hits == hits + 1
+    if pyentry.available():
+        assert type(grad_mod._FAST_BY_NAME["llvm"][id(f)][1]) is type(len)
+    yota.grad(f, x, w)
+    yota.grad(f, x, w)
+    assert grad_mod._fast[id(f)][2] is not grad_mod._FAST_BY_NAME["llvm"][id(f)][2]
