@@ -74,13 +74,18 @@ _addresses: dict[str, int] = {}
 
 SPIN_NS = 100_000  # a helper watches for the next job, a caller for its helpers, this long
 STALL_NS = 50_000  # a wait for helpers shorter than this is never counted as a stall
+YIELD = True  # spinning threads offer their core every few microseconds (sched_yield)
+WINDOW_NS = 2_000_000  # the caller's share of its core is judged over this much of its chunks
+CROWDED = 80  # percent: a caller that ran less of its chunks' time shares its core
+QUIET_WINDOWS = 16  # windows without spinning after a crowded one
+THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
 
 # job fields: i64 words of the global @yota_pool_job, each on its own cache line
-(GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, N_JOBS,
- N_ALONE, N_JOINED, N_STALLS) = range(15)
-NWORDS = 15
+(GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, NOSPIN,
+ WIN_OWN, WIN_CPU, N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED) = range(19)
+NWORDS = 19
 LINE = 8  # words per cache line
-STATS = ("jobs", "alone", "joined", "stalls")
+STATS = ("jobs", "alone", "joined", "stalls", "crowded")
 
 
 def ensure_pool() -> None:
@@ -175,6 +180,7 @@ class _Globals:
         self.detach = d("pthread_detach", I32, [I64])
         self.clock = d("clock_gettime", I32, [I32, PTR])
         self.memset = d("memset", PTR, [PTR, I32, I64])
+        self.yield_ = d("sched_yield", I32, [])
 
     def field(self, b: ir.IRBuilder, k: int) -> ir.Value:
         return b.gep(self.job, [i64(0), i64(k * LINE)], inbounds=True)
@@ -191,9 +197,10 @@ class _Globals:
         return b.atomic_rmw("add", self.field(b, k), i64(v) if isinstance(v, int) else v,
                             order)
 
-    def now(self, b: ir.IRBuilder, ts: ir.Value) -> ir.Value:
-        """CLOCK_MONOTONIC in nanoseconds (``ts``: two i64 words of scratch)."""
-        b.call(self.clock, [ir.Constant(I32, 1), ts])
+    def now(self, b: ir.IRBuilder, ts: ir.Value, clock: int = 1) -> ir.Value:
+        """``clock`` (CLOCK_MONOTONIC, or THREAD_CPU: this thread's CPU time) in
+        nanoseconds (``ts``: two i64 words of scratch)."""
+        b.call(self.clock, [ir.Constant(I32, clock), ts])
         sec = b.load(b.gep(ts, [i64(0)], source_etype=I64), typ=I64)
         nsec = b.load(b.gep(ts, [i64(1)], source_etype=I64), typ=I64)
         return b.add(b.mul(sec, i64(1_000_000_000)), nsec)
@@ -223,8 +230,13 @@ CHUNKS_TYPE = ir.FunctionType(VOID, [PTR, I64])
 def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
           ready: ir.Function, hit: ir.Block, miss: ir.Block, tag: str) -> None:
     """Spin with the pause hint until ``ready(b)`` (branch to ``hit``) or ``SPIN_NS``
-    passed (branch to ``miss``); the clock is read every 64 rounds."""
+    passed, none while the cores are crowded (``NOSPIN``: branch to ``miss``, at once
+    if ``ready`` is false); every 64 rounds (a few microseconds) the clock is read
+    and, with ``YIELD``, the core offered to another thread (``sched_yield``): when the
+    thread spun for shares its core (busy processes on every core), it runs then
+    instead of waiting for the spinner's time slice to end."""
     start = g.now(b, ts)
+    limit = b.select(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)), i64(0), i64(SPIN_NS))
     entry = b.block
     top = f.append_basic_block(f"{tag}.spin")
     body = f.append_basic_block(f"{tag}.pause")
@@ -241,7 +253,9 @@ def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
     i.add_incoming(i2, clock)
     b.cbranch(b.icmp_unsigned("==", b.and_(i2, i64(63)), i64(0)), clock, top)
     b.position_at_end(clock)
-    late = b.icmp_signed(">", b.sub(g.now(b, ts), start), i64(SPIN_NS))
+    if YIELD:
+        b.call(g.yield_, [])
+    late = b.icmp_signed(">", b.sub(g.now(b, ts), start), limit)
     b.cbranch(late, miss, top)
 
 
@@ -353,12 +367,13 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
         b.call(g.lock, [g.mutex])
         b.call(g.broadcast, [g.wake])
         b.call(g.unlock, [g.mutex])
-    t0 = g.now(b, ts)
+    t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     b.call(_FnPtr(fn), [ctx, i64(0)])
-    t1 = g.now(b, ts)
+    t1, c1 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     g.set(b, OPEN, i64(0), "seq_cst")
     _drain(f, b, g, ts)
     _count(b, g, own=b.sub(t1, t0), waited=b.sub(g.now(b, ts), t1))
+    _crowding(b, g, own=b.sub(t1, t0), cpu=b.sub(c1, c0))
     b.branch(end)
     b.position_at_end(end)
     b.call(g.unlock, [g.joblock])
@@ -432,10 +447,35 @@ def _count(b: ir.IRBuilder, g: _Globals, own: ir.Value, waited: ir.Value) -> Non
         g.add(b, N_STALLS, 1, "monotonic")
 
 
+def _crowding(b: ir.IRBuilder, g: _Globals, own: ir.Value, cpu: ir.Value) -> None:
+    """Spinning only while it is cheap: over windows of ``WINDOW_NS`` of the caller's
+    own chunks, a window in which it ran less than ``CROWDED`` percent of the time (other
+    threads share its core: busy processes, or a spinning helper of its own) stops all
+    spinning for ``QUIET_WINDOWS`` windows (helpers then sleep as soon as they leave a
+    job and the caller sleeps while it waits), as a blocking wait policy does on an
+    oversubscribed machine; windows with the core to itself count that down."""
+    acc_o = b.add(g.get(b, WIN_OWN), own)
+    acc_c = b.add(g.get(b, WIN_CPU), cpu)
+    g.set(b, WIN_OWN, acc_o)
+    g.set(b, WIN_CPU, acc_c)
+    with b.if_then(b.icmp_signed(">=", acc_o, i64(WINDOW_NS))):
+        g.set(b, WIN_OWN, i64(0))
+        g.set(b, WIN_CPU, i64(0))
+        crowded = b.icmp_signed("<", b.mul(acc_c, i64(100)), b.mul(acc_o, i64(CROWDED)))
+        with b.if_else(crowded) as (then, other):
+            with then:
+                g.add(b, N_CROWDED, 1, "monotonic")
+                g.set(b, NOSPIN, i64(QUIET_WINDOWS))
+            with other:
+                left = g.get(b, NOSPIN)
+                g.set(b, NOSPIN, b.select(b.icmp_signed(">", left, i64(0)),
+                                          b.sub(left, i64(1)), left))
+
+
 def _stats(m: ir.Module, g: _Globals) -> None:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS)):
+    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED)):
         b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
     b.ret_void()
 
