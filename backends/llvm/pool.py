@@ -26,16 +26,21 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
   some helper sleeps.
 - The caller, its own chunks done, spins up to ``SPIN_NS`` for helpers still in a
   chunk, then sleeps until the last one leaves.
-- No automatic backoff to the calling thread alone when other processes crowd the
-  cores: sharing keeps two runnable threads, and a fair scheduler gives each its share,
-  so two threads that rarely wait on each other (dynamically claimed tiles and chunks,
-  spinning helpers) get about one core with two busy processes on two cores, where the
-  caller alone gets about two thirds. Measured (interleaved processes, --load 2): W3
-  4.0 ms shared vs 5.8 with a rate-based backoff, W7 12.9 vs 15.8, W4-f64 12.5 vs 18.9.
-  ``back_off(n)`` runs the next ``n`` jobs alone on request.
+- Spinning only while it is cheap (``_crowding``): the caller times its own chunks in
+  wall and CPU time (``CLOCK_THREAD_CPUTIME_ID``); a 2 ms window in which it ran less
+  than ``CROWDED`` percent of the time (busy processes, or its own spinning helper,
+  share its core) turns spinning off for ``QUIET_WINDOWS`` windows: helpers sleep as
+  soon as they leave a job and the caller sleeps while it waits, as a blocking wait
+  policy does on an oversubscribed machine. Spinning threads also ``sched_yield``
+  every few microseconds, so a thread waiting for the same core runs.
+- Jobs stay shared under contention (no automatic fallback to the caller alone): a
+  rate-based backoff (jobs alone while sharing did less work per second) measured
+  slower under ``--load 2`` (W3 5.8 ms vs 4.0, W7 15.8 vs 12.9, W4-f64 18.9 vs 12.5)
+  and misfired on a quiet machine. ``back_off(n)`` runs the next ``n`` jobs alone on
+  request.
 
 ``yota_pool_stats(i64 *out)`` copies the pool's counters (``STATS``: jobs posted, jobs
-run alone, jobs a helper joined, stalls) for ``stats()``;
+run alone, jobs a helper joined, stalls, crowded windows) for ``stats()``;
 ``yota_pool_back_off(n)`` and ``yota_pool_reset()`` (after fork) are its other exports.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
@@ -114,8 +119,9 @@ def ensure_pool() -> None:
 
 def stats() -> dict[str, int]:
     """The pool's counters since the process started (``STATS``; zeros before the pool
-    is built): jobs posted, those run alone (``back_off``), those a helper joined, and
-    stalls (the caller waited for helpers longer than it worked, over ``STALL_NS``)."""
+    is built): jobs posted, those run alone (``back_off``), those a helper joined,
+    stalls (the caller waited for helpers longer than it worked, over ``STALL_NS``), and
+    crowded windows (spinning turned off: ``_crowding``)."""
     if _engine is None:
         return dict.fromkeys(STATS, 0)
     out = (ctypes.c_int64 * len(STATS))()
