@@ -4,7 +4,8 @@ Every system computes the value and the gradient of the same scalar loss on the 
 in one process. Each system's answer is checked against the hand-written NumPy gradient
 before it is timed (a mismatch is reported, not timed). Timing: first call (trace +
 compile + run) separately, then warm-up, then interleaved rounds (every system once per
-round, the order rotating), reported as median and quartiles. The machine's memory
+round, the order rotating, each sample started once no thread of the process still runs:
+``--settle``), reported as median and quartiles. The machine's memory
 bandwidth (a STREAM-style triad) and BLAS rate are measured in the same run, and each
 workload's time is also given as a multiple of its physical bound.
 
@@ -781,6 +782,7 @@ class Timing:
     max_rounds: int
     batch_s: float  # calls per sample are chosen so that one sample takes about this long
     warmup: int = 2
+    settle_s: float = 0.25  # before a sample, wait up to this long for the process to rest
 
 
 def calibrate(step: Step, timing: Timing) -> int:
@@ -789,16 +791,40 @@ def calibrate(step: Step, timing: Timing) -> int:
     return max(1, min(100_000, math.ceil(timing.batch_s / max(t, 1e-9))))
 
 
+def settle(limit_s: float, window_s: float = 0.01, idle: float = 0.1) -> float:
+    """Wait until no thread of this process is still running: until, over a window, the
+    process used less than ``idle`` of one core (the calling thread sleeps meanwhile), or
+    ``limit_s`` passed. Returns the seconds waited.
+
+    Libraries return before their worker threads rest: NumPy's OpenBLAS workers spin
+    about 0.1 s after a call (measured here: a 128x784x512 product, then ~105 ms of one
+    core busy), XLA's pool briefly. Without this wait the next system's sample runs beside
+    the previous one's spinning threads, so each system would be timed partly against
+    another's leftovers (the rotation keeps the cyclic order, so always the same one)."""
+    t0 = time.perf_counter()
+    if limit_s <= 0:
+        return 0.0
+    while True:
+        w0, c0 = time.perf_counter(), time.process_time()
+        time.sleep(window_s)
+        w1, c1 = time.perf_counter(), time.process_time()
+        if (c1 - c0) < idle * (w1 - w0) or w1 - t0 >= limit_s:
+            return w1 - t0
+
+
 def run_rounds(steps: dict[str, Step], counts: dict[str, int], timing: Timing,
                outcomes: dict[str, Outcome]) -> None:
-    """Every system once per round, the order rotating by one each round."""
+    """Every system once per round, the order rotating by one each round; each sample
+    starts once the process is at rest (``settle``), and the budget counts only samples."""
     names = list(steps)
-    start, r = time.perf_counter(), 0
-    while names and r < timing.max_rounds and (
-            r < timing.min_rounds or time.perf_counter() - start < timing.budget_s):
+    spent, r = 0.0, 0
+    while names and r < timing.max_rounds and (r < timing.min_rounds or spent < timing.budget_s):
         k = r % len(names)
         for name in names[k:] + names[:k]:
+            settle(timing.settle_s)
+            t0 = time.perf_counter()
             outcomes[name].samples.append(timed(steps[name], counts[name]))
+            spent += time.perf_counter() - t0
             outcomes[name].calls_per_sample = counts[name]
         r += 1
 
@@ -1152,6 +1178,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "(an endless Python loop each, like `yes > /dev/null`) during the timed "
                    "workloads, to measure under CPU contention; stopped at the end, on error "
                    "and on Ctrl-C")
+    p.add_argument("--settle", type=float, default=0.25, metavar="S", help="before each "
+                   "timed sample, wait up to S seconds until no thread of this process runs "
+                   "(other libraries' workers still spinning from their own sample); 0: don't")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.load < 0:
@@ -1280,9 +1309,11 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if argv is not None:
             raise SystemExit("--threads works only when bench.py runs as a script")
         limit_threads(args.threads)
-    timing = (Timing(args.budget if args.budget is not None else 0.3, 2, 20, 0.002)
+    timing = (Timing(args.budget if args.budget is not None else 0.3, 2, 20, 0.002,
+                     settle_s=0.0)
               if args.quick else
-              Timing(args.budget if args.budget is not None else 12.0, 5, 1000, 0.02))
+              Timing(args.budget if args.budget is not None else 12.0, 5, 1000, 0.02,
+                     settle_s=args.settle))
     chosen = _select(workloads(args.quick), args.only, "only")
     systems = choose_systems(args)
     for s in systems:
