@@ -55,7 +55,11 @@ def _read_object(path: Path) -> bytes | None:
     return obj
 
 
-def _write_object(d: Path, key: str, obj: bytes) -> None:
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file renamed over it), into an
+    owner-only directory made if missing; nothing is written into one others may write.
+    Raises OSError (the callers ignore it: a cache that cannot be written is only slower)."""
+    d = path.parent
     if not d.is_dir():
         d.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(d, 0o700)
@@ -66,11 +70,15 @@ def _write_object(d: Path, key: str, obj: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(OBJ_MAGIC + hashlib.sha256(obj).hexdigest().encode() + obj)
-        os.replace(tmp, d / f"{key}.o")
+            f.write(data)
+        os.replace(tmp, path)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _write_object(d: Path, key: str, obj: bytes) -> None:
+    _atomic_write(d / f"{key}.o", OBJ_MAGIC + hashlib.sha256(obj).hexdigest().encode() + obj)
 
 
 # -- JSON records in the object cache (the host description, ``target.host``) --------------
@@ -88,25 +96,8 @@ def read_record(path: Path) -> dict[str, Any] | None:
 
 def write_record(path: Path, rec: dict[str, Any]) -> None:
     """Write ``rec`` as JSON, atomically, into an owner-only directory (failures ignored)."""
-    d = path.parent
     with _object_lock, contextlib.suppress(OSError):
-        if not d.is_dir():
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(d, 0o700)
-        if not _safe_dir(d):
-            return
-        import tempfile  # (imported on a write only)
-
-        fd, tmp = tempfile.mkstemp(prefix=".tmp.", dir=d)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(rec, f, sort_keys=True)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
+        _atomic_write(path, json.dumps(rec, sort_keys=True).encode())
 
 
 def sources_digest(paths: list[str]) -> str:
