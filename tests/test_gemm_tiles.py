@@ -360,3 +360,60 @@ def test_split_reduction_same_bits_every_run() -> None:
             np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(first[0], np.tanh(X.astype(np.float64)).sum(axis=0), rtol=1e-4,
                                atol=1e-3)
+
+
+def _helper_threads() -> list[int]:
+    """The thread ids of the pool's helpers (named ``pool.HELPER_NAME``)."""
+    tids = []
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                if f.read().strip() == pool.HELPER_NAME:
+                    tids.append(int(t))
+        except OSError:  # the thread ended meanwhile
+            pass
+    return tids
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs per-thread CPU affinity and two allowed CPUs")
+def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
+    """A helper that starts a job on its caller's CPU moves off it (``moved`` counts it)
+    and gives its affinity back; one that may run nowhere else stays. Products stay
+    right throughout. The calling thread is pinned to one CPU and a helper put on that
+    CPU before each product, so the collision the move is for happens on purpose."""
+    if not pool.single_threaded():
+        pytest.skip("the pool's jobs here come from tiled GEMMs (Yota's own BLAS instance)")
+    fn = _product(257, 300, 263, False, False, "f64")
+    A, B = _inputs(257, 300, 263, "f64", 3)
+    tiled = native.compile(fn, threads=2)
+    want = A @ B
+    _close(tiled(A, B)[0], want, A, B, 300)  # the helpers exist from here on
+    helpers = _helper_threads()
+    assert helpers, "the pool's helper threads carry their name"
+    allowed = os.sched_getaffinity(0)
+    c = min(allowed)
+    try:
+        os.sched_setaffinity(0, {c})  # this thread only
+        for h in helpers:
+            os.sched_setaffinity(h, {c})
+        before = pool.stats()
+        for _ in range(5):
+            _close(tiled(A, B)[0], want, A, B, 300)
+        assert pool.stats()["moved"] == before["moved"]  # no other CPU allowed: stays
+        assert all(os.sched_getaffinity(h) == {c} for h in helpers)
+        moved = False
+        for _ in range(200):
+            for h in helpers:  # onto the caller's CPU, then free to go anywhere
+                os.sched_setaffinity(h, {c})
+                os.sched_setaffinity(h, allowed)
+            _close(tiled(A, B)[0], want, A, B, 300)
+            if pool.stats()["moved"] > before["moved"]:
+                moved = True
+                break
+        assert moved, "a helper on its caller's CPU moved off it"
+        assert all(os.sched_getaffinity(h) == allowed for h in helpers)  # given back
+    finally:
+        os.sched_setaffinity(0, allowed)
+        for h in helpers:
+            os.sched_setaffinity(h, allowed)
