@@ -4,7 +4,7 @@ for rebuilding a function (substituting values, ordering ops, reading constants)
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,3 +133,12 @@ def splat_const(value: Any, dtype: np.dtype, shape: tuple[int, ...],
     """A ``const`` op of ``shape`` with every element ``value`` (kept lazily)."""
     scalar = np.asarray(value).astype(dtype)
     return make_op("const", [], {"value": np.broadcast_to(scalar, shape)}, loc)
+
+
+def fresh_names(prefix: str, taken: set[str]) -> Iterator[str]:
+    """``prefix_0``, ``prefix_1``, ... skipping the names in ``taken`` (new callees)."""
+    i = 0
+    while True:
+        if f"{prefix}_{i}" not in taken:
+            yield f"{prefix}_{i}"
+        i += 1

@@ -25,7 +25,6 @@ that op. ``matmul``, ``gather``, shape ops and calls stay outside kernels.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +32,7 @@ import numpy as np
 from ..core import Function, Op, Value, make_op
 from ..ops import get_opdef
 from ..ops.fused import REDUCTIONS
-from .base import Pass, PassContext, const_splat, rebuild, toposort
+from .base import Pass, PassContext, const_splat, fresh_names, rebuild, toposort
 from .dce import dce
 
 
@@ -307,19 +306,12 @@ def _loc(ops: list[Op]) -> str | None:
     return "; ".join(locs[:3]) + ("; ..." if len(locs) > 3 else "")
 
 
-def _fresh_names(taken: set[str]) -> Iterator[str]:
-    i = 0
-    while True:
-        if f"fused_{i}" not in taken:
-            yield f"fused_{i}"
-        i += 1
-
 
 def fuse(fn: Function, ctx: PassContext) -> Function:
     grouping = Grouping(list(fn.ops))
     grouping.grow()
     grouping.merge_siblings()
-    names = _fresh_names(set(fn.all_callees()))
+    names = fresh_names("fused", set(fn.all_callees()))
     kernels = {g for g, group in grouping.groups.items() if len(group.members) >= 2}
     recompute = recomputed(grouping, kernels, set(fn.outputs))
     placed: list[tuple[int, Op]] = []  # (position of the group's first member, op)

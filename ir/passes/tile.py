@@ -43,7 +43,7 @@ from ..core import Function, Op, Value, make_op
 from ..ops import get_opdef
 from ..ops.misc import splat_scalar
 from ..types import TensorType
-from .base import Pass, PassContext, toposort
+from .base import Pass, PassContext, fresh_names, toposort
 from .dce import dce
 
 ROW, WHOLE = "row", "whole"  # an operand sliced by rows, or read whole by every block
@@ -193,13 +193,6 @@ def worth_it(run: Run) -> bool:
 
 
 # -- building the call ---------------------------------------------------------------------
-def _names(taken: set[str]) -> Iterator[str]:
-    i = 0
-    while True:
-        if f"rows_{i}" not in taken:
-            yield f"rows_{i}"
-        i += 1
-
 
 def make_call(fn: Function, run: Run, name: str, readers: dict[Value, int]
               ) -> tuple[Function, Op, list[Value]]:
@@ -247,7 +240,7 @@ def tile(fn: Function, ctx: PassContext) -> Function:
     for i, op in enumerate(fn.ops):
         for v in op.operands:
             readers[v] = i
-    names = _names(set(fn.all_callees()))
+    names = fresh_names("rows", set(fn.all_callees()))
     callees = dict(fn.callees)
     drop: set[int] = set()
     subst: dict[Value, Value] = {}
