@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Protocol
 
 import numpy as np
@@ -60,7 +61,14 @@ class NumpyOp:
     name: str
     forward: Callable[..., Any]
     lower: Lower
-    signature: inspect.Signature  # the accepted arguments: the lowering's, less (L, outs)
+
+    @cached_property
+    def signature(self) -> inspect.Signature:
+        """The accepted arguments: the lowering's, less ``(L, outs)`` (computed on the
+        entry's first use: ``inspect.signature`` of all ~230 lowerings cost ``import
+        yota`` ~5 ms)."""
+        sig = inspect.signature(self.lower)
+        return sig.replace(parameters=list(sig.parameters.values())[2:])
 
 
 TABLE: dict[str, NumpyOp] = {}
@@ -74,9 +82,7 @@ def register(name: str, forward: Callable[..., Any], *funcs: Any) -> Callable[[L
     """Register ``lower(L, outs, *args, **kwargs)`` for NumPy ``funcs`` as tape name ``name``."""
 
     def deco(lower: Lower) -> Lower:
-        sig = inspect.signature(lower)
-        params = list(sig.parameters.values())[2:]
-        TABLE[name] = NumpyOp(name, forward, lower, sig.replace(parameters=params))
+        TABLE[name] = NumpyOp(name, forward, lower)
         for f in funcs:
             BY_FUNC[f] = name
         return lower
