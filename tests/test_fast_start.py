@@ -69,3 +69,53 @@ def test_remembered_sources_digest_and_pipeline_stay_exact(tmp_path):
     changed = _run(site, cache, tmp_path)  # the pipeline's sources changed: imported
     assert changed["passes imported"] and changed["pipeline"] != first["pipeline"]
     assert _run(site, cache, tmp_path)["pipeline"] == changed["pipeline"]
+
+
+LAZY = textwrap.dedent("""\
+    import json, sys
+    import numpy as np
+    import yota
+    from yota.numpy import registry
+    lazy = [f"yota.numpy.{m}" for m in registry.LAZY_FAMILIES]
+    out = {"after import": [m for m in lazy if m in sys.modules]}
+    x = np.array([[2.0, 1.0], [1.0, 3.0]])
+    g = yota.grad(lambda a: np.sum(a * a), x, cache=False)[1][0]
+    out["after a core program"] = [m for m in lazy if m in sys.modules]
+    out["core grad"] = g.tolist()
+    f = lambda a: np.sum(np.cumsum(np.concatenate([a, np.linalg.inv(a)]), axis=0))
+    out["lazy value"] = float(f(x))
+    out["lazy grad"] = yota.grad(f, x, cache=False)[1][0].tolist()
+    out["after lazy"] = [m for m in lazy if m not in sys.modules]
+    try:
+        yota.grad(lambda a: np.sum(np.fft.fft(a).real), x, cache=False)
+    except yota.ir.errors.UnsupportedError as e:
+        out["unsupported"] = str(e)
+    print(json.dumps(out))
+    """)
+
+
+def test_lazy_numpy_families_load_on_first_need(tmp_path):
+    """``import yota`` leaves the rarely used NumPy families unimported; a program using
+    only the core ones does not import them; the first function of one imports them all
+    (traced and differentiated as before); an unsupported function still says so."""
+    script = tmp_path / "lazy.py"
+    script.write_text(LAZY)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["after import"] == [] and out["after a core program"] == []
+    assert out["core grad"] == [[4.0, 2.0], [2.0, 6.0]]
+    assert out["after lazy"] == []
+    import numpy as np
+
+    x = np.array([[2.0, 1.0], [1.0, 3.0]])
+    f = lambda a: np.sum(np.cumsum(np.concatenate([a, np.linalg.inv(a)]), axis=0))  # noqa: E731
+    assert abs(out["lazy value"] - float(f(x))) < 1e-12
+    eps, num = 1e-6, np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        num[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    assert np.allclose(out["lazy grad"], num, rtol=1e-6, atol=1e-7)
+    assert "np.fft.fft is not supported on traced arrays" in out["unsupported"]

@@ -1,7 +1,10 @@
 """The NumPy → IR table, one module per family of NumPy functions.
 
 Importing this package fills ``registry.TABLE``: each family module registers its
-entries with ``@register(name, forward, *numpy_funcs)`` (see ``registry``). The tracer
+entries with ``@register(name, forward, *numpy_funcs)`` (see ``registry``). The families
+of ``registry.LAZY_FAMILIES`` (math functions, scans, sorting, statistics, einsum,
+linalg, joining, data movement) are imported on the first lookup of a name or NumPy
+function the others do not register (``registry.load_families``). The tracer
 dispatches NumPy calls, ufuncs and Python operators on traced arrays into the table; the
 lowering (``yota.lowering``) turns each recorded call into IR ops with the entry's
 lowering. Supporting a new NumPy function means adding an entry to its family's module,
@@ -43,18 +46,10 @@ from . import (  # noqa: F401  (each family registers its entries on import)
     building,
     contractions,
     creation,
-    einsum,
     elementwise,
     indexing,
-    joining,
-    linalg,
-    mathfuncs,
-    movement,
     reductions,
-    scans,
     shape,
-    sorting,
-    statistics,
     ufuncs,
 )
 from .registry import TABLE, NumpyOp, register

@@ -71,8 +71,48 @@ class NumpyOp:
         return sig.replace(parameters=list(sig.parameters.values())[2:])
 
 
-TABLE: dict[str, NumpyOp] = {}
-BY_FUNC: dict[Any, str] = {}  # NumPy callable (function or ufunc) → its TABLE name
+# Families imported on first need (``yota.numpy`` imports the others): the first lookup of
+# a name or NumPy function not registered yet imports them all, then looks again. They
+# cost ``import yota`` ~5 ms and most programs use none of them. No entry or NumPy
+# function is registered twice, so the order families load in does not matter.
+LAZY_FAMILIES = ("mathfuncs", "scans", "sorting", "statistics", "einsum", "linalg",
+                 "joining", "movement")
+_families_loaded = False
+
+
+def load_families() -> None:
+    """Import every family module of ``LAZY_FAMILIES`` (once; later calls return)."""
+    global _families_loaded
+    if _families_loaded:
+        return
+    import importlib
+
+    for name in LAZY_FAMILIES:
+        importlib.import_module(f"{__package__}.{name}")
+    _families_loaded = True
+
+
+class _Registry(dict):
+    """A dict that imports the lazy families before it answers that a key is missing."""
+
+    def __missing__(self, key: Any) -> Any:
+        if _families_loaded:
+            raise KeyError(key)
+        load_families()
+        return self[key]
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key) or _families_loaded:
+            return dict.__contains__(self, key)
+        load_families()
+        return dict.__contains__(self, key)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+
+TABLE: dict[str, NumpyOp] = _Registry()
+BY_FUNC: dict[Any, str] = _Registry()  # NumPy callable (function or ufunc) → its TABLE name
 # NumPy functions that ask about a traced array's shape (np.shape, np.ndim, np.size): the
 # tracer answers them from the example value, as Python values, without recording
 QUERIES: dict[Any, Callable[..., Any]] = {}
