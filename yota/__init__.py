@@ -15,26 +15,36 @@ mpi4py for ``comm=``, and ``aot``, ``autograd``, ``compile``, ``distributed``,
 
 from __future__ import annotations
 
+import gc as _gc
 import importlib
 import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-from yota.ir.errors import (
-    GuardFailed,
-    LinAlgError,
-    MissingRuleError,
-    SignatureError,
-    TraceError,
-    UnsupportedError,
-    YotaError,
-)
+# The import creates ~30,000 long-lived objects and no garbage: the collections their
+# allocations trigger (about ten, ~2 ms) would only traverse them, so the cyclic
+# collector is paused while the package's modules load (then as it was before).
+_collecting = _gc.isenabled()
+_gc.disable()
+try:
+    from yota.ir.errors import (
+        GuardFailed,
+        LinAlgError,
+        MissingRuleError,
+        SignatureError,
+        TraceError,
+        UnsupportedError,
+        YotaError,
+    )
 
-from .grad import GradientResult, grad, stats
-from .pipeline import trace  # traces through when called inside a trace
-from .primitives import primitive
-from .tape import Tape
+    from .grad import GradientResult, grad, stats
+    from .pipeline import trace  # traces through when called inside a trace
+    from .primitives import primitive
+    from .tape import Tape
+finally:
+    if _collecting:
+        _gc.enable()
 
 if TYPE_CHECKING:
     from . import autograd, cache, distributed
