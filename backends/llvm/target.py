@@ -179,8 +179,9 @@ def _fingerprint() -> str | None:
         if spec is None or not spec.submodule_search_locations:
             return None
         root = Path(list(spec.submodule_search_locations)[0])
-        files = [root / "_version.py",
-                 *sorted((root / "binding").glob("libllvmlite*"))]
+        files = [root / "_version.py",  # (listdir, not Path.glob: no pattern to compile)
+                 *sorted(root / "binding" / n for n in os.listdir(root / "binding")
+                         if n.startswith("libllvmlite"))]
         stats = [[str(p), st.st_size, st.st_mtime_ns, st.st_ino]
                  for p in files for st in [os.stat(p)]]
     except OSError:
@@ -265,15 +266,24 @@ def mvec_has(symbol: str) -> bool:
 def _libraries() -> list[str]:
     """Yota's own single-threaded OpenBLAS (``blas.py``) when installed, then NumPy's
     bundled OpenBLAS (the library its ``np.linalg`` already loaded)."""
-    import glob
-
     from .blas import own_library
 
     own = own_library()
     root = os.path.dirname(np.__file__)
-    bundled = sorted(glob.glob(os.path.join(root, "..", "numpy.libs", "*openblas*.so*"))
-                     + glob.glob(os.path.join(root, ".libs", "*openblas*.so*")))
+    bundled = sorted(_openblas_files(os.path.join(root, "..", "numpy.libs"))
+                     + _openblas_files(os.path.join(root, ".libs")))
     return ([own] if own else []) + bundled
+
+
+def _openblas_files(folder: str) -> list[str]:
+    """The files of ``folder`` that ``glob`` pattern ``*openblas*.so*`` matches (names
+    with "openblas" and after it ".so", not hidden), without compiling the pattern."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if not n.startswith(".")
+            and (i := n.find("openblas")) >= 0 and n.find(".so", i + 8) >= 0]
 
 
 def _find(table: dict[str, tuple[str, ...]]) -> dict[str, int] | None:
