@@ -19,13 +19,18 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
 - The job is posted and joined with atomics (no lock a descheduled thread could hold):
   the caller publishes the job and bumps a generation word; helpers claim slots with an
   atomic counter and count themselves in and out of ``ACTIVE``.
-- A helper that finished a job spins (``pause``) for ``SPIN_NS`` watching for the next
-  generation before it sleeps on a condition variable, so the parallel regions of one
-  call (a GEMM, then a split kernel, then the next GEMM) find it awake on its own core
-  instead of paying a wake-up each; the caller signals the condition variable only when
-  some helper sleeps.
-- The caller, its own chunks done, spins up to ``SPIN_NS`` for helpers still in a
-  chunk, then sleeps until the last one leaves.
+- A helper that finished a job spins (``pause``) for ``IDLE_SPIN_NS`` (1 ms) watching for
+  the next generation before it sleeps on a condition variable, so the parallel regions
+  of one call (a GEMM, then a split kernel, then the next GEMM) find it awake on its own
+  core instead of paying a wake-up each; the caller signals the condition variable only
+  when some helper sleeps. 1 ms covers the serial steps between a call's parallel
+  regions and the Python between calls of a loop: with 100 us, W7's helper slept during
+  its 100-200 us copies and joined 1597-1905 of 2520 jobs when each sample of two calls
+  followed 0.25 s idle (8.9-10.3 ms per call), with 1 ms 2037-2450 (7.5-8.1 ms); after a
+  wake the VM's scheduler often puts the helper on the caller's vCPU (below), so each
+  needless sleep costs a move as well.
+- The caller, its own chunks done, spins up to ``SPIN_NS`` (100 us) for helpers still in
+  a chunk, then sleeps until the last one leaves.
 - Spinning only while it is cheap (``_crowding``): the caller times its own chunks in
   wall and CPU time (``CLOCK_THREAD_CPUTIME_ID``); a 2 ms window in which it ran less
   than ``CROWDED`` percent of the time (busy processes, or its own spinning helper,
@@ -83,7 +88,8 @@ _lock = threading.Lock()
 _engine: object = None  # what holds the loaded pool (objload image or MCJIT engine)
 _addresses: dict[str, int] = {}
 
-SPIN_NS = 100_000  # a helper watches for the next job, a caller for its helpers, this long
+IDLE_SPIN_NS = 1_000_000  # a helper watches for the next job this long before it sleeps
+SPIN_NS = 100_000  # a caller whose chunks are done watches for its helpers this long
 STALL_NS = 50_000  # a wait for helpers shorter than this is never counted as a stall
 YIELD = True  # spinning threads offer their core every few microseconds (sched_yield)
 WINDOW_NS = 2_000_000  # the caller's share of its core is judged over this much of its chunks
@@ -268,15 +274,15 @@ CHUNKS_TYPE = ir.FunctionType(VOID, [PTR, I64])
 
 
 def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
-          ready: ir.Function, hit: ir.Block, miss: ir.Block, tag: str) -> None:
-    """Spin with the pause hint until ``ready(b)`` (branch to ``hit``) or ``SPIN_NS``
+          ready: ir.Function, hit: ir.Block, miss: ir.Block, tag: str, spin_ns: int) -> None:
+    """Spin with the pause hint until ``ready(b)`` (branch to ``hit``) or ``spin_ns``
     passed, none while the cores are crowded (``NOSPIN``: branch to ``miss``, at once
     if ``ready`` is false); every 64 rounds (a few microseconds) the clock is read
     and, with ``YIELD``, the core offered to another thread (``sched_yield``): when the
     thread spun for shares its core (busy processes on every core), it runs then
     instead of waiting for the spinner's time slice to end."""
     start = g.now(b, ts)
-    limit = b.select(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)), i64(0), i64(SPIN_NS))
+    limit = b.select(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)), i64(0), i64(spin_ns))
     entry = b.block
     top = f.append_basic_block(f"{tag}.spin")
     body = f.append_basic_block(f"{tag}.pause")
@@ -317,7 +323,7 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     b.position_at_end(top)
     new = lambda b: b.icmp_unsigned("!=", g.get(b, GEN, "acquire"),  # noqa: E731
                                     b.load(seen, typ=I64))
-    _spin(f, b, g, ts, new, woke, sleep, "idle")
+    _spin(f, b, g, ts, new, woke, sleep, "idle", IDLE_SPIN_NS)
 
     b.position_at_end(sleep)  # SLEEPERS before GEN (seq_cst both; the caller: GEN first)
     b.call(g.lock, [g.mutex])
@@ -496,7 +502,7 @@ def _drain(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value) -> None:
     done = f.append_basic_block("drain.done")
     sleep = f.append_basic_block("drain.sleep")
     idle = lambda b: b.icmp_signed("==", g.get(b, ACTIVE, "seq_cst"), i64(0))  # noqa: E731
-    _spin(f, b, g, ts, idle, done, sleep, "drain")
+    _spin(f, b, g, ts, idle, done, sleep, "drain", SPIN_NS)
     b.position_at_end(sleep)  # WAITING before ACTIVE (seq_cst; a helper: ACTIVE first)
     b.call(g.lock, [g.mutex])
     g.set(b, WAITING, i64(1), "seq_cst")
