@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import threading
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,10 +47,13 @@ LAPACK_SYMBOLS: dict[str, tuple[str, ...]] = {f"yota_{p}{r}": (f"scipy_{p}{r}_64
                   for p in "sd" for r in LAPACK_ROUTINES}
 
 
-@dataclass(frozen=True)
 class Target:
-    """What code generation needs to know about the host."""
+    """What code generation needs to know about the host. Immutable, compared and hashed
+    by its fields (a plain class: creating it as a frozen dataclass cost every new
+    process ~1 ms on its first cache hit)."""
 
+    __slots__ = ("triple", "cpu", "features", "vector_bits", "mvec_isas", "blas", "lapack",
+                 "threads", "llvm_version", "llvmlite_version")
     triple: str
     cpu: str
     features: str
@@ -60,8 +62,37 @@ class Target:
     blas: bool  # yota_sgemm / yota_dgemm are bound
     lapack: bool  # the LAPACK_SYMBOLS are bound
     threads: int  # cores this process may use
-    llvm_version: str = ""  # LLVM's and llvmlite's versions (what built the description)
-    llvmlite_version: str = ""
+    llvm_version: str  # LLVM's and llvmlite's versions (what built the description)
+    llvmlite_version: str
+
+    def __init__(self, triple: str, cpu: str, features: str, vector_bits: int,
+                 mvec_isas: tuple[str, ...], blas: bool, lapack: bool, threads: int,
+                 llvm_version: str = "", llvmlite_version: str = "") -> None:
+        values = (triple, cpu, features, vector_bits, mvec_isas, blas, lapack, threads,
+                  llvm_version, llvmlite_version)
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Target is immutable: cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"Target is immutable: cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Target and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:  # copy and pickle by the fields
+        return Target, self._fields()
+
+    def __repr__(self) -> str:
+        return "Target(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
     def machine(self, opt: int = 3) -> llvm.TargetMachine:
         """A fresh target machine (an MCJIT engine takes ownership of the one it gets)."""
