@@ -5,7 +5,9 @@ to end.
 
     python tests/cache_examples/measure_mlp.py [--runs N] [--compare OTHER_PYTHON]
 
-Each number is the median over N fresh processes (default 7). Measure with ``.pyc`` files
+Each number is the median over N fresh processes (default 7); each phase is given by
+the wall clock and by the calling thread's CPU time (what the phase itself costs, apart
+from waiting for a core that other threads or processes hold). Measure with ``.pyc`` files
 present: ``PYTHONDONTWRITEBYTECODE`` unset and ``python -m compileall -q`` of the package
 run once (../shared/TOOLCHAIN.md). End to end, ``import yota`` is timed after NumPy is
 imported, and each time is given by the wall clock and by the process's CPU time (less
@@ -27,10 +29,28 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+class Clock:
+    """Times phases into ``r``: each label gets [wall, the calling thread's CPU time]
+    (the thread's CPU time leaves out other threads and processes that share the cores:
+    NumPy's OpenBLAS workers spinning after the traced matrix products, Yota's helpers,
+    other jobs on the machine)."""
+
+    def __init__(self, r):
+        self.r = r
+        self.start()
+
+    def start(self):
+        self.t, self.m = time.perf_counter(), time.thread_time()
+
+    def stop(self, label):
+        self.r[label] = [time.perf_counter() - self.t, time.thread_time() - self.m]
+        self.start()
+
+
 def child(mode):
     """One process: phases of the first yota.grad call, by hand, then end to end."""
-    T = time.perf_counter
-    t0 = T()
+    r = {}
+    clock = Clock(r)
     sys.path.insert(0, HERE)
     import mlp
 
@@ -38,59 +58,52 @@ def child(mode):
     from yota import pipeline
     from yota.tracing import trace
 
-    r = {"import (numpy, yota)": T() - t0}
+    clock.stop("import (numpy, yota)")
     args = mlp.example()
-    t = T()
+    clock.start()
     _, tape = trace(mlp.loss, *args)
     fn = pipeline.lower(tape)
-    r["trace"] = T() - t
+    clock.stop("trace")
     if mode == "warm":
-        return warm_phases(r, tape, fn, args)
-    t = T()
+        return warm_phases(r, clock, tape, fn, args)
     gfn = pipeline.grad_ir(tape, fn=fn)
-    r["differentiate+optimize"] = T() - t
-    t = T()
+    clock.stop("differentiate+optimize")
     from yota.backends import llvm
     from yota.backends.llvm.pool import ensure_pool
     from yota.backends.llvm.target import host
 
     host()
     ensure_pool()
-    r["backend init (host, thread pool: compiled, or by spec)"] = T() - t
-    t = T()
+    clock.stop("backend init (host, thread pool: compiled, or by spec)")
     key = yc.make_key(gfn, None, kind="grad", signature=yc.tape_signature(tape))
-    r["cache key (print IR, hash)"] = T() - t
-    t = T()
+    clock.stop("cache key (print IR, hash)")
     exe = llvm.compile(gfn)
-    r["LLVM compile (lower, O3, emit, load)"] = T() - t
+    clock.stop("LLVM compile (lower, O3, emit, load)")
     if mode == "store":
-        t = T()
         yc.save(yc.default_cache(), key, gfn, llvm, exe)
-        r["store entry"] = T() - t
-    _two_calls(r, exe, args)
+        clock.stop("store entry")
+    _two_calls(clock, exe, args)
     return r
 
 
-def _two_calls(r, exe, args):
+def _two_calls(clock, exe, args):
     """Time the program's first and second call on the arguments' leaves."""
     from yota.program import flatten_args  # (imported already: the trace uses it)
 
-    T = time.perf_counter
     leaves, _ = flatten_args(args)
     for label in ("first call", "second call"):
-        t = T()
+        clock.start()
         exe(*leaves)
-        r[label] = T() - t
+        clock.stop(label)
 
 
-def warm_phases(r, tape, fn, args):
+def warm_phases(r, clock, tape, fn, args):
     """The phases of a hit: the backend (no LLVM), the traced key, the load by it."""
-    T = time.perf_counter
     from yota import cache as yc
     from yota import pipeline
     from yota.cache import lookup
 
-    t = T()
+    clock.start()
     from yota.backends import get_backend
 
     llvm = get_backend("llvm")
@@ -98,17 +111,15 @@ def warm_phases(r, tape, fn, args):
     from yota.backends.llvm.target import host
 
     host()
-    r["backend init (import backend, host from its memo: no llvmlite)"] = T() - t
-    t = T()
+    clock.stop("backend init (import backend, host from its memo: no llvmlite)")
     key = yc.make_traced_key(fn, None, kind="grad", signature=yc.tape_signature(tape),
                              derivation=pipeline.grad_derivation(tape))
-    r["traced key (traced IR, sources digest memo, hash)"] = T() - t
-    t = T()
+    clock.stop("traced key (traced IR, sources digest memo, hash)")
     found = lookup._load_traced(cache, key, llvm)
     assert found is not None, "no cache hit"
     exe = found[0]
-    r["load by traced key (read, check, objload; pool by spec)"] = T() - t
-    _two_calls(r, exe, args)
+    clock.stop("load by traced key (read, check, objload; pool by spec)")
+    _two_calls(clock, exe, args)
     r["llvmlite.binding imported"] = float("llvmlite.binding" in sys.modules)
     return r
 
@@ -152,8 +163,11 @@ def spawn(kind, mode, cache_dir, python=sys.executable):
 
 
 def median_table(rows):
+    """Each entry's median over the processes (a phase's wall and CPU time apart)."""
     keys = [k for k in rows[0] if k != "hit"]
-    return {k: statistics.median(r[k] for r in rows) for k in keys}
+    return {k: [statistics.median(r[k][i] for r in rows) for i in range(len(rows[0][k]))]
+            if isinstance(rows[0][k], list) else statistics.median(r[k] for r in rows)
+            for k in keys}
 
 
 def compare(other, runs):
@@ -192,9 +206,11 @@ def main():
             assert all(r["hit"] == (mode == "warm") for r in rows)
             results[f"end-to-end/{mode}"] = median_table(rows)
     for name, table in results.items():
-        print(f"{name} (median of {runs} processes, ms)")
+        cols = ": wall, calling thread's CPU" if name.startswith("phases") else ""
+        print(f"{name} (median of {runs} processes, ms{cols})")
         for k, v in table.items():
-            shown = f"{v * 1e3:8.1f}" if "imported" not in k else f"{'yes' if v else 'no':>8}"
+            shown = (" ".join(f"{x * 1e3:8.1f}" for x in v) if isinstance(v, list)
+                     else f"{'yes' if v else 'no':>8}" if "imported" in k else f"{v * 1e3:8.1f}")
             print(f"  {k:<55} {shown}")
 
 
