@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from yota.ir.errors import YotaError
@@ -16,15 +15,26 @@ from yota.ir.errors import YotaError
 A = TypeVar("A", bound="Artifact")
 
 
-@dataclass
 class Artifact:
-    """Object code plus the JSON description a backend needs to run it in another process."""
+    """Object code plus the JSON description a backend needs to run it in another process.
+    (A plain class, compared by type and fields: creating a dataclass cost every new
+    process ~0.4 ms on its first cache hit.)"""
 
     MAGIC: ClassVar[bytes] = b"YOTAART1"
     KIND: ClassVar[str] = "Yota"
 
-    object_code: bytes
-    meta: dict[str, Any]
+    def __init__(self, object_code: bytes, meta: dict[str, Any]) -> None:
+        self.object_code, self.meta = object_code, meta
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and (self.object_code, self.meta) == (
+            other.object_code, other.meta)
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable, as the dataclass was)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(object_code=<{len(self.object_code)} bytes>, "
+                f"meta={self.meta!r})")
 
     def to_bytes(self) -> bytes:
         head = json.dumps(self.meta, sort_keys=True).encode()
