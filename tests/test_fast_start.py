@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 
+import pytest
 from wheel_layout import wheel_layout
 
 SCRIPT = textwrap.dedent("""\
@@ -119,3 +120,46 @@ def test_lazy_numpy_families_load_on_first_need(tmp_path):
         num[i] = (f(x + d) - f(x - d)) / (2 * eps)
     assert np.allclose(out["lazy grad"], num, rtol=1e-6, atol=1e-7)
     assert "np.fft.fft is not supported on traced arrays" in out["unsupported"]
+
+
+OWN_BLAS = textwrap.dedent("""\
+    import ctypes, json, os, sys
+    import numpy as np
+    from yota.backends.llvm import blas, target
+    tasks = set(os.listdir("/proc/self/task"))
+    env = os.environ.get("OPENBLAS_NUM_THREADS")
+    bundled = [p for p in target._libraries()[1:] if "numpy" in p]
+    numpy_threads = lambda: ctypes.CDLL(bundled[0]).scipy_openblas_get_num_threads64_() \\
+        if bundled else None
+    before = numpy_threads()
+    path = blas.own_library()
+    print(json.dumps({
+        "loaded": path is not None,
+        "new threads": len(set(os.listdir("/proc/self/task")) - tasks),
+        "env kept": os.environ.get("OPENBLAS_NUM_THREADS") == env,
+        "numpy threads kept": numpy_threads() == before,
+        "own threads": ctypes.CDLL(path).scipy_openblas_get_num_threads64_() if path else None,
+    }))
+    """)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+@pytest.mark.parametrize("setting", [None, "3"])
+def test_own_blas_loads_without_worker_threads(tmp_path, setting):
+    """Yota's own OpenBLAS instance starts no worker thread when it loads (a spinning one
+    would share the cores with a new process's first gradient), and the environment and
+    NumPy's OpenBLAS threading are as they were, whether or not the user set
+    OPENBLAS_NUM_THREADS."""
+    script = tmp_path / "own_blas.py"
+    script.write_text(OWN_BLAS)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = setting
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    if not out["loaded"]:
+        pytest.skip("scipy-openblas64 not installed: no own instance")
+    assert out == {"loaded": True, "new threads": 0, "env kept": True,
+                   "numpy threads kept": True, "own threads": 1}

@@ -28,6 +28,7 @@ from functools import cache
 
 WHEEL = "scipy_openblas64"
 LIBRARY = "libscipy_openblas64_.so"
+ENV_THREADS = "OPENBLAS_NUM_THREADS"  # read by OpenBLAS while it loads
 
 
 def _path() -> str | None:
@@ -52,7 +53,7 @@ def own_library() -> str | None:
     if path is None:
         return None
     try:
-        lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        lib = _open_single_threaded(path)
         setter = lib.scipy_openblas_set_num_threads64_
     except (OSError, AttributeError):
         return None
@@ -60,6 +61,38 @@ def own_library() -> str | None:
     setter.restype = None
     setter(1)  # this instance serves only Yota's calls: Yota splits the work itself
     return path
+
+
+def _open_single_threaded(path: str) -> ctypes.CDLL:
+    """Load the library (``RTLD_LOCAL``) so that it starts no worker thread.
+
+    OpenBLAS reads its thread count from the environment while it loads and starts one
+    worker per core, which spins about 0.1 s before it sleeps (setting one thread
+    afterwards does not stop it). A new process's first gradient loads this library, so
+    its own work shared the cores with that spinning thread: the MLP's first gradient
+    from a warm cache took 55 ms wall against 31 ms without it (median of 9 interleaved
+    processes on this 2-core VM). So ``OPENBLAS_NUM_THREADS=1`` is set around the
+    ``dlopen`` only and restored at once (removed if it was unset); ``dlopen`` is called
+    with the GIL held, so no other Python thread runs, or starts a process that would
+    inherit the variable, during the load itself (it may at the two bytecode steps
+    around it). NumPy's OpenBLAS read its setting when NumPy was imported: its threading
+    is unchanged."""
+    libc = ctypes.PyDLL(None)  # (a PyDLL's calls keep the GIL)
+    dlopen, dlerror = libc.dlopen, libc.dlerror
+    dlopen.argtypes, dlopen.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_void_p
+    dlerror.argtypes, dlerror.restype = [], ctypes.c_char_p
+    old = os.environ.get(ENV_THREADS)
+    os.environ[ENV_THREADS] = "1"
+    try:
+        handle = dlopen(os.fsencode(path), os.RTLD_NOW | os.RTLD_LOCAL)
+    finally:
+        if old is None:
+            os.environ.pop(ENV_THREADS, None)
+        else:
+            os.environ[ENV_THREADS] = old
+    if not handle:
+        raise OSError((dlerror() or b"dlopen failed").decode(errors="replace"))
+    return ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL, handle=handle)
 
 
 def single_threaded() -> bool:
