@@ -397,7 +397,7 @@ def tape_signature(tape: Any) -> tuple[Any, ...]:
     return signature([e.value for e in tape.entries if e.kind == "input"])
 
 
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_ADDRESS = r" at 0x[0-9a-fA-F]+"  # (compiled by re on first use: not on a cache hit)
 
 
 def describe_signature(sig: Sequence[Any]) -> str:
@@ -435,4 +435,4 @@ def _stable_repr(x: Any) -> str:
         return repr(x)
     if callable(x) and hasattr(x, "__qualname__"):
         return f"<{type(x).__name__} {getattr(x, '__module__', '?')}.{x.__qualname__}>"
-    return _ADDRESS.sub("", repr(x))
+    return re.sub(_ADDRESS, "", repr(x))

@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,12 @@ def _checksum(record: dict[str, Any]) -> str:
                                       if k != "checksum"})).hexdigest()
 
 
+def _is_hex64(s: str) -> bool:
+    """Whether ``s`` is 64 lowercase hex digits (an entry's key), without a regex (a
+    pattern compiled on every cache hit)."""
+    return len(s) == 64 and not s.strip("0123456789abcdef")
+
+
 def read_name(cache: DiskCache, traced: Key) -> dict[str, Any] | None:
     """The checked name record of ``traced`` (None if there is none or it is unusable:
     an unusable one is removed)."""
@@ -55,7 +60,7 @@ def read_name(cache: DiskCache, traced: Key) -> dict[str, Any] | None:
               and rec.get("traced_key") == traced.hex and rec.get("checksum") == _checksum(rec)
               and rec.get("parts") == json.loads(_canonical(traced.parts))
               and isinstance(rec.get("entry"), str)
-              and re.fullmatch(r"[0-9a-f]{64}", rec["entry"]) is not None)
+              and _is_hex64(rec["entry"]))
     except (UnicodeDecodeError, ValueError):
         ok = False
     if not ok:
