@@ -10,7 +10,10 @@ other threads switch it on and off, and a fork()ed child gets a working pool."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -402,6 +405,7 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
             _close(tiled(A, B)[0], want, A, B, 300)
         assert pool.stats()["moved"] == before["moved"]  # no other CPU allowed: stays
         assert all(os.sched_getaffinity(h) == {c} for h in helpers)
+        pool.back_off(0)  # share from here on even if the pinned jobs stalled (_adapt)
         moved = False
         for _ in range(200):
             for h in helpers:  # onto the caller's CPU, then free to go anywhere
@@ -417,3 +421,51 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
         os.sched_setaffinity(0, allowed)
         for h in helpers:
             os.sched_setaffinity(h, allowed)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs per-thread CPU affinity and two allowed CPUs")
+def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
+    """The automatic back-off: with a busy process on each of two CPUs, the caller on
+    one and the helpers on the other, shared jobs stall (the caller waits for a helper
+    the OS does not run) while the caller's core is crowded, and the pool then runs
+    jobs alone (``auto`` counts them); every product stays right. ``back_off(0)`` ends
+    it: the next job is shared again."""
+    if not pool.single_threaded():
+        pytest.skip("the pool's jobs here come from tiled GEMMs (Yota's own BLAS instance)")
+    fn = _product(257, 300, 263, False, False, "f64")
+    A, B = _inputs(257, 300, 263, "f64", 3)
+    tiled = native.compile(fn, threads=2)
+    want = A @ B
+    _close(tiled(A, B)[0], want, A, B, 300)  # the helpers exist from here on
+    helpers = _helper_threads()
+    allowed = os.sched_getaffinity(0)
+    c, d = sorted(allowed)[:2]
+    spin = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
+    busy = [subprocess.Popen([sys.executable, "-c", spin, str(cpu)]) for cpu in (c, d)]
+    try:
+        os.sched_setaffinity(0, {d})
+        for h in helpers:
+            os.sched_setaffinity(h, {c})
+        pool.back_off(0)  # no back-off left from earlier jobs
+        before = pool.stats()
+        deadline = time.monotonic() + 30  # it took 5-10 products (0.25 s) here
+        while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
+            _close(tiled(A, B)[0], want, A, B, 300)
+        after = pool.stats()
+        assert after["auto"] > before["auto"], after
+        assert after["stalls"] > before["stalls"]  # what set it off
+        for _ in range(3):  # alone now: whole matrices on the caller, still right
+            _close(tiled(A, B)[0], want, A, B, 300)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+        os.sched_setaffinity(0, allowed)
+        for h in helpers:
+            os.sched_setaffinity(h, allowed)
+    pool.back_off(0)
+    before = pool.stats()
+    _close(tiled(A, B)[0], want, A, B, 300)
+    after = pool.stats()
+    assert after["jobs"] == before["jobs"] + 1 and after["auto"] == before["auto"]

@@ -44,14 +44,20 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
   vCPU: W3 beside NumPy's threaded OpenBLAS, 30 samples of 3 calls, had helpers joining
   247 of 450 jobs at 4.2 ms per call, and with the move 340-363 of 450 at 2.9-3.0 ms
   (~100 moves).
-- Jobs stay shared under contention (no automatic fallback to the caller alone): a
-  rate-based backoff (jobs alone while sharing did less work per second) measured
-  slower under ``--load 2`` (W3 5.8 ms vs 4.0, W7 15.8 vs 12.9, W4-f64 18.9 vs 12.5)
-  and misfired on a quiet machine. ``back_off(n)`` runs the next ``n`` jobs alone on
+- A shared job that stalled because the OS ran something else on a helper's core or
+  on the caller's makes the next jobs run alone for a while (``_adapt``: 8 jobs, doubling
+  at each further such stall up to 512, a shared probe after each back-off): with busy
+  processes on every core a stall costs a time slice (milliseconds) against the 100 us
+  or so that sharing gains. A stall alone is not enough: on a quiet machine a helper
+  that woke late stalls a job now and then, and backing off on those made W7 slower
+  (hot loop 10.2-10.5 ms against 6.7-7.0). An earlier rate-based rule (jobs alone
+  while sharing did less work per second) measured slower under ``--load 2`` and
+  misfired on a quiet machine. ``back_off(n)`` runs the next ``n`` jobs alone on
   request.
 
 ``yota_pool_stats(i64 *out)`` copies the pool's counters (``STATS``: jobs posted, jobs
-run alone, jobs a helper joined, stalls, crowded windows) for ``stats()``;
+run alone on request, jobs a helper joined, stalls, crowded windows, helper moves, jobs
+run alone by the automatic back-off) for ``stats()``;
 ``yota_pool_back_off(n)`` and ``yota_pool_reset()`` (after fork) are its other exports.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
@@ -95,18 +101,21 @@ YIELD = True  # spinning threads offer their core every few microseconds (sched_
 WINDOW_NS = 2_000_000  # the caller's share of its core is judged over this much of its chunks
 CROWDED = 80  # percent: a caller that ran less of its chunks' time shares its core
 QUIET_WINDOWS = 16  # windows without spinning after a crowded one
+AUTO_MIN = 8  # jobs run alone after a shared job stalled on a crowded core (_adapt),
+AUTO_MAX = 512  # doubling at each such stall up to this many, halving after
+AUTO_CLEAN = 64  # this many shared jobs in a row without a stall
 THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
 
 # job fields: i64 words of the global @yota_pool_job, each on its own cache line
 (GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, NOSPIN,
  WIN_OWN, WIN_CPU, N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, CALLER_CPU,
- N_MOVED) = range(21)
-NWORDS = 21
+ N_MOVED, AUTO, AUTO_LEN, N_AUTO, CLEAN, H_CROWDED) = range(26)
+NWORDS = 26
 MASK_WORDS = 16  # a cpu_set_t: 1024 CPUs
 HELPER_NAME = "yota-pool"  # the helpers' thread name (Linux)
 PR_SET_NAME = 15
 LINE = 8  # words per cache line
-STATS = ("jobs", "alone", "joined", "stalls", "crowded", "moved")
+STATS = ("jobs", "alone", "joined", "stalls", "crowded", "moved", "auto")
 
 
 def ensure_pool() -> None:
@@ -137,8 +146,9 @@ def stats() -> dict[str, int]:
     """The pool's counters since the process started (``STATS``; zeros before the pool
     is built): jobs posted, those run alone (``back_off``), those a helper joined,
     stalls (the caller waited for helpers longer than it worked, over ``STALL_NS``),
-    crowded windows (spinning turned off: ``_crowding``), and the times a helper moved
-    off its caller's CPU (``_move_off``)."""
+    crowded windows (spinning turned off: ``_crowding``), the times a helper moved
+    off its caller's CPU (``_move_off``), and jobs run alone by the automatic back-off
+    after stalls (``_adapt``)."""
     if _engine is None:
         return dict.fromkeys(STATS, 0)
     out = (ctypes.c_int64 * len(STATS))()
@@ -148,8 +158,9 @@ def stats() -> dict[str, int]:
 
 def back_off(jobs: int) -> None:
     """Run the pool's next ``jobs`` jobs on their calling threads alone (a tiled GEMM
-    then makes one call per matrix); 0 shares again from the next job. For comparing
-    the two, or for a caller that knows the other cores are taken."""
+    then makes one call per matrix); 0 shares again from the next job (this also ends
+    the automatic back-off after stalls, ``_adapt``). For comparing the two, or for a
+    caller that knows the other cores are taken."""
     ensure_pool()
     ctypes.CFUNCTYPE(None, ctypes.c_int64)(_addresses[BACKOFF_SYMBOL])(max(0, int(jobs)))
 
@@ -352,7 +363,13 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
         with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
             fn = b.inttoptr(g.get(b, FN), PTR)
             ctx = b.inttoptr(g.get(b, CTX), PTR)
+            t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
             b.call(_FnPtr(fn), [ctx, slot])
+            wall = b.sub(g.now(b, ts), t0)
+            cpu = b.sub(g.now(b, ts, THREAD_CPU), c0)
+            short = b.icmp_signed("<", b.mul(cpu, i64(100)), b.mul(wall, i64(CROWDED)))
+            with b.if_then(b.and_(short, b.icmp_signed(">", wall, i64(STALL_NS)))):
+                g.set(b, H_CROWDED, i64(1))  # the OS ran something else on its core
     last = b.icmp_signed("==", g.add(b, ACTIVE, -1), i64(1))
     with b.if_then(b.and_(last, b.icmp_unsigned("!=", g.get(b, WAITING, "seq_cst"), i64(0)))):
         b.call(g.lock, [g.mutex])
@@ -426,17 +443,30 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     b.call(_FnPtr(fn), [ctx, i64(0)])
     b.ret_void()
 
-    b.position_at_end(owned)  # SOLO is only written under the job lock
+    b.position_at_end(owned)  # SOLO and AUTO are only written under the job lock
     g.add(b, N_JOBS, 1, "monotonic")
     backoff = f.append_basic_block("backoff")
+    shared = f.append_basic_block("shared")
+    auto = f.append_basic_block("auto")
     post = f.append_basic_block("post")
     end = f.append_basic_block("end")
     solo = g.get(b, SOLO)
-    b.cbranch(b.icmp_signed(">", solo, i64(0)), backoff, post)
+    b.cbranch(b.icmp_signed(">", solo, i64(0)), backoff, shared)
     b.position_at_end(backoff)  # back_off(n): this job on this thread
     g.set(b, SOLO, b.sub(solo, i64(1)))
     g.add(b, N_ALONE, 1, "monotonic")
     b.call(_FnPtr(fn), [ctx, i64(0)])
+    b.branch(end)
+
+    b.position_at_end(shared)
+    left = g.get(b, AUTO)
+    b.cbranch(_auto_alone(b, g), auto, post)
+    b.position_at_end(auto)  # the automatic back-off after stalls (_adapt); the caller's
+    g.set(b, AUTO, b.sub(left, i64(1)))  # share of its core is still judged (_crowding)
+    g.add(b, N_AUTO, 1, "monotonic")
+    a0, ac0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+    b.call(_FnPtr(fn), [ctx, i64(0)])
+    _crowding(b, g, own=b.sub(g.now(b, ts), a0), cpu=b.sub(g.now(b, ts, THREAD_CPU), ac0))
     b.branch(end)
 
     b.position_at_end(post)
@@ -446,6 +476,7 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     g.set(b, NSLOTS, nslots)
     g.set(b, CALLER_CPU, g.cpu(b))
     g.set(b, NEXT, i64(1))
+    g.set(b, H_CROWDED, i64(0))
     g.set(b, OPEN, i64(1), "seq_cst")
     g.add(b, GEN, 1)
     with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
@@ -457,7 +488,8 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     t1, c1 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     g.set(b, OPEN, i64(0), "seq_cst")
     _drain(f, b, g, ts)
-    _count(b, g, own=b.sub(t1, t0), waited=b.sub(g.now(b, ts), t1))
+    stalled = _count(b, g, own=b.sub(t1, t0), waited=b.sub(g.now(b, ts), t1))
+    _adapt(b, g, stalled)
     _crowding(b, g, own=b.sub(t1, t0), cpu=b.sub(c1, c0))
     b.branch(end)
     b.position_at_end(end)
@@ -522,14 +554,54 @@ def _drain(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value) -> None:
     b.position_at_end(done)
 
 
-def _count(b: ir.IRBuilder, g: _Globals, own: ir.Value, waited: ir.Value) -> None:
+def _count(b: ir.IRBuilder, g: _Globals, own: ir.Value, waited: ir.Value) -> ir.Value:
     """Counters of a shared job: joined (a helper took a slot), stalled (the caller
-    waited for helpers longer than it worked in its own chunks, and over STALL_NS)."""
+    waited for helpers longer than it worked in its own chunks, and over STALL_NS);
+    whether it stalled."""
     with b.if_then(b.icmp_signed(">", g.get(b, NEXT), i64(1))):
         g.add(b, N_JOINED, 1, "monotonic")
     stall = b.and_(b.icmp_signed(">", waited, i64(STALL_NS)), b.icmp_signed(">", waited, own))
     with b.if_then(stall):
         g.add(b, N_STALLS, 1, "monotonic")
+    return stall
+
+
+def _auto_alone(b: ir.IRBuilder, g: _Globals) -> ir.Value:
+    """Whether the automatic back-off runs the next job alone (jobs of it are left)."""
+    return b.icmp_signed(">", g.get(b, AUTO), i64(0))
+
+
+def _adapt(b: ir.IRBuilder, g: _Globals, stalled: ir.Value) -> None:
+    """The automatic back-off. A shared job that stalled (the caller waited for helpers
+    longer than it worked) because the OS ran something else on a helper's core or on
+    the caller's (a helper's chunk took over ``CROWDED`` percent more wall than CPU time,
+    ``H_CROWDED``, or the caller's core is crowded, ``NOSPIN``) makes the next
+    ``AUTO_LEN`` jobs run alone on their callers. That length starts at ``AUTO_MIN``,
+    doubles at each such stall up to ``AUTO_MAX``, and halves after ``AUTO_CLEAN``
+    shared jobs in a row without a stall; after a back-off the next job is shared again
+    (a probe). Measured here with busy processes (``python -c "while True: pass"``) on
+    the 2-core VM, per call, shared against alone: two busy, W7 24-30 ms against 13-14,
+    W10 3.3-3.8 against 1.5; one busy, equal (W3 3.9, W7 11-12, W10 1.4). On a quiet
+    machine a stall is rare and comes from a helper that woke late, not from a crowded
+    core: nothing changes."""
+    n = g.get(b, AUTO_LEN)
+    n = b.select(b.icmp_signed("<", n, i64(AUTO_MIN)), i64(AUTO_MIN), n)
+    crowded = b.or_(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)),
+                    b.icmp_unsigned("!=", g.get(b, H_CROWDED), i64(0)))
+    with b.if_else(b.and_(stalled, crowded)) as (then, other):
+        with then:
+            g.set(b, AUTO, n)
+            twice = b.mul(n, i64(2))
+            g.set(b, AUTO_LEN, b.select(b.icmp_signed(">", twice, i64(AUTO_MAX)),
+                                        i64(AUTO_MAX), twice))
+            g.set(b, CLEAN, i64(0))
+        with other:
+            clean = b.add(g.get(b, CLEAN), b.select(stalled, i64(0), i64(1)))
+            run = b.icmp_signed(">=", clean, i64(AUTO_CLEAN))
+            g.set(b, CLEAN, b.select(run, i64(0), clean))
+            half = b.sdiv(n, i64(2))
+            half = b.select(b.icmp_signed("<", half, i64(AUTO_MIN)), i64(AUTO_MIN), half)
+            g.set(b, AUTO_LEN, b.select(run, half, n))
 
 
 def _crowding(b: ir.IRBuilder, g: _Globals, own: ir.Value, cpu: ir.Value) -> None:
@@ -560,16 +632,20 @@ def _crowding(b: ir.IRBuilder, g: _Globals, own: ir.Value, cpu: ir.Value) -> Non
 def _stats(m: ir.Module, g: _Globals) -> None:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, N_MOVED)):
+    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, N_MOVED, N_AUTO)):
         b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
     b.ret_void()
 
 
 def _back_off(m: ir.Module, g: _Globals) -> None:
+    """``back_off(n)``: the next ``n`` jobs alone; any call also ends the automatic
+    back-off and its memory (``_adapt``), so ``back_off(0)`` shares from the next job."""
     f = ir.Function(m, ir.FunctionType(VOID, [I64]), BACKOFF_SYMBOL)
     b = ir.IRBuilder(f.append_basic_block("entry"))
     b.call(g.lock, [g.joblock])
     g.set(b, SOLO, f.args[0])
+    for k in (AUTO, AUTO_LEN, CLEAN):
+        g.set(b, k, i64(0))
     b.call(g.unlock, [g.joblock])
     b.ret_void()
 
@@ -617,7 +693,8 @@ def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None) 
     if par is None:  # NumPy's multithreaded BLAS: whole matrices, one call each
         step = dim
     else:
-        step = b.select(b.icmp_signed(">", g.get(b, SOLO), i64(0)), dim, step)
+        alone = b.or_(b.icmp_signed(">", g.get(b, SOLO), i64(0)), _auto_alone(b, g))
+        step = b.select(alone, dim, step)
     per = b.sdiv(b.add(dim, b.sub(step, i64(1))), step)
     for k, v in ((T_NEXT, i64(0)), (T_TOTAL, b.mul(per, nb)), (T_PER, per), (T_DIM, dim),
                  (T_STEP, step), (T_AXIS, axis), (T_TA, b.sext(args[1], I64)),
