@@ -13,7 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from yota.backends.llvm import jit, pool
+from yota.backends.llvm import jit, pool, pool_ir
 from yota.backends.llvm.target import host
 
 import yota
@@ -29,7 +29,7 @@ def objdir(tmp_path):
 
 def pool_text():
     t = host()
-    return str(pool._module(t.triple, t.blas, False))
+    return str(pool_ir.module(t.triple, t.blas, False))
 
 
 def test_compiled_once_then_read_back(objdir, monkeypatch):

@@ -157,8 +157,10 @@ def test_a_cache_hit_needs_no_llvm(tmp_path):
         w, x = np.ones((64, 512)) / 64, np.linspace(-1, 1, 512 * 64).reshape(512, 64)
         val, g = yota.grad(loss, w, x)
         print(json.dumps({"hits": yota.cache.stats.hits, "val": float(val),
-                          "llvm": [m for m in ("llvmlite.binding", "yota.ir.autodiff",
-                                               "yota.ir.passes", "yota.backends.llvm.module")
+                          "llvm": [m for m in ("llvmlite.binding", "llvmlite.ir",
+                                               "yota.ir.autodiff", "yota.ir.passes",
+                                               "yota.backends.llvm.module",
+                                               "yota.backends.llvm.pool_ir")
                                    if m in sys.modules]}))
         """
     cold = _run(code, tmp_path, "cache")

@@ -149,7 +149,7 @@ def cached_object(text: str, target: Target, level: int = 3) -> bytes:
 
 
 # -- runtime modules by spec: loaded without building their IR ---------------------------------
-# A runtime module's LLVM IR (the helper pool's, ``pool._module``) is a function of a few
+# A runtime module's LLVM IR (the helper pool's, ``pool_ir.module``) is a function of a few
 # facts (its spec: triple, flags), of the sources that generate it (this package's) and of
 # llvmlite's IR printer (its version is in the target's key): its object code is kept
 # under the SHA-256 of those, so a later process finds it without building the IR (no

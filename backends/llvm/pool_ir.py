@@ -1,0 +1,662 @@
+"""The LLVM IR of Yota's helper pool (``pool.py`` says what it does and why; this module
+only builds it, from the names and layout in ``pool_layout.py``). Imported only when the pool's object code is compiled, never by a
+process that reads it from the object cache."""
+
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from .pool_layout import (
+    ACTIVE,
+    AUTO,
+    AUTO_CLEAN,
+    AUTO_LEN,
+    AUTO_MAX,
+    AUTO_MIN,
+    BACKOFF_SYMBOL,
+    CALLER_CPU,
+    CLEAN,
+    CROWDED,
+    CTX,
+    FN,
+    GEMM_TILES,
+    GEN,
+    H_CROWDED,
+    HELPER_NAME,
+    HELPERS,
+    IDLE_SPIN_NS,
+    LINE,
+    MASK_WORDS,
+    N_ALONE,
+    N_AUTO,
+    N_CROWDED,
+    N_JOBS,
+    N_JOINED,
+    N_MOVED,
+    N_STALLS,
+    NEXT,
+    NOSPIN,
+    NSLOTS,
+    NWORDS,
+    OPEN,
+    PR_SET_NAME,
+    QUIET_WINDOWS,
+    RESET_SYMBOL,
+    SLEEPERS,
+    SOLO,
+    SPIN_NS,
+    STALL_NS,
+    STATS_SYMBOL,
+    SYMBOL,
+    THREAD_CPU,
+    TILE_EXTRA,
+    WAITING,
+    WIN_CPU,
+    WIN_OWN,
+    WINDOW_NS,
+    YIELD,
+)
+from .types import F32, F64, I8, I32, I64, PTR, VOID, i64
+
+_GEMMS = {"float32": ("yota_sgemm", F32, 4), "float64": ("yota_dgemm", F64, 8)}
+
+
+def module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
+    """The pool; with ``blas``, the tiled GEMMs too (split only when ``tiles``)."""
+    m = ir.Module(name="yota_pool")
+    m.triple = triple
+    g = _Globals(m)
+    helper = _helper(m, g)
+    par = _parallel(m, g, helper)
+    _stats(m, g)
+    _reset(m, g)
+    _back_off(m, g)
+    if blas:
+        for dt in GEMM_TILES:
+            _gemm_tiles(m, g, dt, par if tiles else None)
+    return m
+
+
+class _Globals:
+    SYNC = ("yota_pool_mutex", "yota_pool_wake", "yota_pool_done", "yota_pool_joblock")
+
+    def __init__(self, m: ir.Module) -> None:
+        self.triple = m.triple
+
+        def blob(name: str, n: int) -> ir.GlobalVariable:
+            v = ir.GlobalVariable(m, ir.ArrayType(I8, n), name)
+            v.initializer = ir.Constant(ir.ArrayType(I8, n), None)  # glibc's *_INITIALIZER
+            v.align = 64
+            v.linkage = "internal"
+            return v
+        self.mutex, self.wake, self.done, self.joblock = (blob(n, 64) for n in self.SYNC)
+        self.job = ir.GlobalVariable(m, ir.ArrayType(I64, NWORDS * LINE), "yota_pool_job")
+        self.job.initializer = ir.Constant(ir.ArrayType(I64, NWORDS * LINE), None)
+        self.job.align = 64
+        self.job.linkage = "internal"
+        d = lambda n, r, a: _declare(m, n, r, a)  # noqa: E731
+        self.lock = d("pthread_mutex_lock", I32, [PTR])
+        self.trylock = d("pthread_mutex_trylock", I32, [PTR])
+        self.unlock = d("pthread_mutex_unlock", I32, [PTR])
+        self.wait = d("pthread_cond_wait", I32, [PTR, PTR])
+        self.broadcast = d("pthread_cond_broadcast", I32, [PTR])
+        self.create = d("pthread_create", I32, [PTR, PTR, PTR, PTR])
+        self.detach = d("pthread_detach", I32, [I64])
+        self.clock = d("clock_gettime", I32, [I32, PTR])
+        self.memset = d("memset", PTR, [PTR, I32, I64])
+        self.yield_ = d("sched_yield", I32, [])
+        self.linux = "linux" in self.triple  # sched_getcpu, affinity, thread names
+        if self.linux:
+            self.getcpu = d("sched_getcpu", I32, [])
+            self.getaffinity = d("sched_getaffinity", I32, [I32, I64, PTR])
+            self.setaffinity = d("sched_setaffinity", I32, [I32, I64, PTR])
+            self.prctl = d("prctl", I32, [I32, I64, I64, I64, I64])
+
+    def cpu(self, b: ir.IRBuilder) -> ir.Value:
+        """The CPU this thread runs on (-1 where unknown)."""
+        return b.sext(b.call(self.getcpu, []), I64) if self.linux else i64(-1)
+
+    def name_thread(self, b: ir.IRBuilder) -> None:
+        """Name this thread ``HELPER_NAME`` (as ``top -H`` and /proc show it; Linux)."""
+        if not self.linux:
+            return
+        m = b.module
+        text = bytearray(HELPER_NAME.encode() + b"\0")
+        name = ir.GlobalVariable(m, ir.ArrayType(I8, len(text)), "yota_pool_name")
+        name.initializer = ir.Constant(ir.ArrayType(I8, len(text)), text)
+        name.global_constant = True
+        name.linkage = "internal"
+        b.call(self.prctl, [ir.Constant(I32, PR_SET_NAME), b.ptrtoint(name, I64), i64(0),
+                            i64(0), i64(0)])
+
+    def field(self, b: ir.IRBuilder, k: int) -> ir.Value:
+        return b.gep(self.job, [i64(0), i64(k * LINE)], inbounds=True)
+
+    def get(self, b: ir.IRBuilder, k: int, order: str = "monotonic") -> ir.Value:
+        return b.load_atomic(self.field(b, k), order, 8, typ=I64)
+
+    def set(self, b: ir.IRBuilder, k: int, v: ir.Value, order: str = "monotonic") -> None:
+        b.store_atomic(v, self.field(b, k), order, 8)
+
+    def add(self, b: ir.IRBuilder, k: int, v: int | ir.Value,
+            order: str = "seq_cst") -> ir.Value:
+        """Atomically add ``v`` to word ``k``; the old value."""
+        return b.atomic_rmw("add", self.field(b, k), i64(v) if isinstance(v, int) else v,
+                            order)
+
+    def now(self, b: ir.IRBuilder, ts: ir.Value, clock: int = 1) -> ir.Value:
+        """``clock`` (CLOCK_MONOTONIC, or THREAD_CPU: this thread's CPU time) in
+        nanoseconds (``ts``: two i64 words of scratch)."""
+        b.call(self.clock, [ir.Constant(I32, clock), ts])
+        sec = b.load(b.gep(ts, [i64(0)], source_etype=I64), typ=I64)
+        nsec = b.load(b.gep(ts, [i64(1)], source_etype=I64), typ=I64)
+        return b.add(b.mul(sec, i64(1_000_000_000)), nsec)
+
+    def pause(self, b: ir.IRBuilder) -> None:
+        """The CPU's spin-wait hint (x86 ``pause``, AArch64 ``yield``), by intrinsic (the
+        object emitter has no inline-assembly parser)."""
+        arch = self.triple.split("-")[0]
+        m = b.module
+        if arch in ("x86_64", "i686", "i386"):
+            name, args = "llvm.x86.sse2.pause", []
+        elif arch in ("aarch64", "arm64"):
+            name, args = "llvm.aarch64.hint", [ir.Constant(I32, 1)]
+        else:
+            return
+        fn = m.globals.get(name) or _declare(m, name, VOID, [a.type for a in args])
+        b.call(fn, args)
+
+
+def _declare(m: ir.Module, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+    return ir.Function(m, ir.FunctionType(ret, args), name)
+
+
+CHUNKS_TYPE = ir.FunctionType(VOID, [PTR, I64])
+
+
+def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
+          ready: ir.Function, hit: ir.Block, miss: ir.Block, tag: str, spin_ns: int) -> None:
+    """Spin with the pause hint until ``ready(b)`` (branch to ``hit``) or ``spin_ns``
+    passed, none while the cores are crowded (``NOSPIN``: branch to ``miss``, at once
+    if ``ready`` is false); every 64 rounds (a few microseconds) the clock is read
+    and, with ``YIELD``, the core offered to another thread (``sched_yield``): when the
+    thread spun for shares its core (busy processes on every core), it runs then
+    instead of waiting for the spinner's time slice to end."""
+    start = g.now(b, ts)
+    limit = b.select(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)), i64(0), i64(spin_ns))
+    entry = b.block
+    top = f.append_basic_block(f"{tag}.spin")
+    body = f.append_basic_block(f"{tag}.pause")
+    clock = f.append_basic_block(f"{tag}.clock")
+    b.branch(top)
+    b.position_at_end(top)
+    i = b.phi(I64)
+    i.add_incoming(i64(0), entry)
+    b.cbranch(ready(b), hit, body)
+    b.position_at_end(body)
+    g.pause(b)
+    i2 = b.add(i, i64(1))
+    i.add_incoming(i2, body)
+    i.add_incoming(i2, clock)
+    b.cbranch(b.icmp_unsigned("==", b.and_(i2, i64(63)), i64(0)), clock, top)
+    b.position_at_end(clock)
+    if YIELD:
+        b.call(g.yield_, [])
+    late = b.icmp_signed(">", b.sub(g.now(b, ts), start), limit)
+    b.cbranch(late, miss, top)
+
+
+def _helper(m: ir.Module, g: _Globals) -> ir.Function:
+    """Forever: spin, then sleep, until a new job is posted; join it if it is open and a
+    slot is free; leave, waking the caller if it sleeps on the last helper."""
+    f = ir.Function(m, ir.FunctionType(PTR, [PTR]), "yota_pool_helper")
+    f.linkage = "internal"
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    seen = b.alloca(I64)
+    ts = b.alloca(I64, 2)
+    masks = (b.alloca(I64, MASK_WORDS), b.alloca(I64, MASK_WORDS))
+    g.name_thread(b)
+    b.store(g.get(b, GEN, "acquire"), seen)
+    top = f.append_basic_block("idle")
+    sleep = f.append_basic_block("sleep")
+    woke = f.append_basic_block("woke")
+    b.branch(top)
+    b.position_at_end(top)
+    new = lambda b: b.icmp_unsigned("!=", g.get(b, GEN, "acquire"),  # noqa: E731
+                                    b.load(seen, typ=I64))
+    _spin(f, b, g, ts, new, woke, sleep, "idle", IDLE_SPIN_NS)
+
+    b.position_at_end(sleep)  # SLEEPERS before GEN (seq_cst both; the caller: GEN first)
+    b.call(g.lock, [g.mutex])
+    g.add(b, SLEEPERS, 1)
+    check = f.append_basic_block("sleep.check")
+    wait = f.append_basic_block("sleep.wait")
+    up = f.append_basic_block("sleep.up")
+    b.branch(check)
+    b.position_at_end(check)
+    b.cbranch(b.icmp_unsigned("==", g.get(b, GEN, "seq_cst"), b.load(seen, typ=I64)),
+              wait, up)
+    b.position_at_end(wait)
+    b.call(g.wait, [g.wake, g.mutex])
+    b.branch(check)
+    b.position_at_end(up)
+    g.add(b, SLEEPERS, -1)
+    b.call(g.unlock, [g.mutex])
+    b.branch(woke)
+
+    b.position_at_end(woke)  # count in, then look: the caller closes, then counts
+    b.store(g.get(b, GEN, "acquire"), seen)
+    _move_off(b, g, masks)
+    g.add(b, ACTIVE, 1)
+    with b.if_then(b.icmp_unsigned("!=", g.get(b, OPEN, "seq_cst"), i64(0))):
+        slot = g.add(b, NEXT, 1)
+        with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
+            fn = b.inttoptr(g.get(b, FN), PTR)
+            ctx = b.inttoptr(g.get(b, CTX), PTR)
+            t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+            b.call(_FnPtr(fn), [ctx, slot])
+            wall = b.sub(g.now(b, ts), t0)
+            cpu = b.sub(g.now(b, ts, THREAD_CPU), c0)
+            short = b.icmp_signed("<", b.mul(cpu, i64(100)), b.mul(wall, i64(CROWDED)))
+            with b.if_then(b.and_(short, b.icmp_signed(">", wall, i64(STALL_NS)))):
+                g.set(b, H_CROWDED, i64(1))  # the OS ran something else on its core
+    last = b.icmp_signed("==", g.add(b, ACTIVE, -1), i64(1))
+    with b.if_then(b.and_(last, b.icmp_unsigned("!=", g.get(b, WAITING, "seq_cst"), i64(0)))):
+        b.call(g.lock, [g.mutex])
+        b.call(g.broadcast, [g.done])
+        b.call(g.unlock, [g.mutex])
+    b.branch(top)
+    return f
+
+
+def _move_off(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value]) -> None:
+    """A helper that finds itself on the CPU of the job's caller moves off it: its own
+    affinity set to its CPUs less that one (the kernel migrates it at once), then given
+    back unchanged, so it stays free to run anywhere later. Some schedulers put a woken
+    thread on its waker's CPU after a quiet spell (measured on this project's VMs: the
+    helper and the caller then share one core until the load balancer splits them);
+    the caller's thread, the user's, is never touched. (Skipping the move while the
+    cores are crowded, ``NOSPIN``, measured no better under ``--load 2`` and worse on a
+    quiet machine, where a misjudged crowded window then left the two threads packed.)"""
+    if not g.linux:
+        return
+    cc = g.get(b, CALLER_CPU)
+    mine = g.cpu(b)
+    same = b.and_(b.icmp_signed("==", mine, cc),
+                  b.and_(b.icmp_signed(">=", cc, i64(0)),
+                         b.icmp_signed("<", cc, i64(64 * MASK_WORDS))))
+    with b.if_then(same, likely=False):
+        old, new = masks
+        size = i64(8 * MASK_WORDS)
+        got = b.call(g.getaffinity, [ir.Constant(I32, 0), size, old])
+        with b.if_then(b.icmp_signed("==", got, ir.Constant(I32, 0))):
+            word, bit = b.lshr(cc, i64(6)), b.shl(i64(1), b.and_(cc, i64(63)))
+            left: ir.Value = i64(0)
+            for k in range(MASK_WORDS):
+                v = b.load(b.gep(old, [i64(k)], source_etype=I64), typ=I64)
+                drop = b.select(b.icmp_unsigned("==", word, i64(k)), bit, i64(0))
+                v = b.and_(v, b.xor(drop, i64(-1)))
+                b.store(v, b.gep(new, [i64(k)], source_etype=I64))
+                left = b.or_(left, v)
+            with b.if_then(b.icmp_unsigned("!=", left, i64(0))):  # another CPU is allowed
+                b.call(g.setaffinity, [ir.Constant(I32, 0), size, new])
+                b.call(g.setaffinity, [ir.Constant(I32, 0), size, old])
+                g.add(b, N_MOVED, 1, "monotonic")
+
+
+class _FnPtr(ir.Value):
+    """An opaque pointer called as ``void (ptr, i64)`` (llvmlite's ``call`` wants to
+    see a function type on its callee)."""
+
+    def __init__(self, ptr: ir.Value) -> None:
+        self.ptr = ptr
+        self.type = ir.PointerType(CHUNKS_TYPE)
+        self.function_type = CHUNKS_TYPE
+
+    def get_reference(self) -> str:
+        return self.ptr.get_reference()
+
+    def __str__(self) -> str:
+        return f"ptr {self.get_reference()}"
+
+
+def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
+    f = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, I64]), SYMBOL)
+    fn, ctx, nslots = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    ts = b.alloca(I64, 2)
+    alone = f.append_basic_block("alone")
+    owned = f.append_basic_block("owned")
+    b.cbranch(b.icmp_signed("!=", b.call(g.trylock, [g.joblock]), ir.Constant(I32, 0)),
+              alone, owned)
+    b.position_at_end(alone)  # another job holds the pool: run every chunk here
+    b.call(_FnPtr(fn), [ctx, i64(0)])
+    b.ret_void()
+
+    b.position_at_end(owned)  # SOLO and AUTO are only written under the job lock
+    g.add(b, N_JOBS, 1, "monotonic")
+    backoff = f.append_basic_block("backoff")
+    shared = f.append_basic_block("shared")
+    auto = f.append_basic_block("auto")
+    post = f.append_basic_block("post")
+    end = f.append_basic_block("end")
+    solo = g.get(b, SOLO)
+    b.cbranch(b.icmp_signed(">", solo, i64(0)), backoff, shared)
+    b.position_at_end(backoff)  # back_off(n): this job on this thread
+    g.set(b, SOLO, b.sub(solo, i64(1)))
+    g.add(b, N_ALONE, 1, "monotonic")
+    b.call(_FnPtr(fn), [ctx, i64(0)])
+    b.branch(end)
+
+    b.position_at_end(shared)
+    left = g.get(b, AUTO)
+    b.cbranch(_auto_alone(b, g), auto, post)
+    b.position_at_end(auto)  # the automatic back-off after stalls (_adapt); the caller's
+    g.set(b, AUTO, b.sub(left, i64(1)))  # share of its core is still judged (_crowding)
+    g.add(b, N_AUTO, 1, "monotonic")
+    a0, ac0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+    b.call(_FnPtr(fn), [ctx, i64(0)])
+    _crowding(b, g, own=b.sub(g.now(b, ts), a0), cpu=b.sub(g.now(b, ts, THREAD_CPU), ac0))
+    b.branch(end)
+
+    b.position_at_end(post)
+    _spawn(f, b, g, helper, nslots)
+    g.set(b, FN, b.ptrtoint(fn, I64))
+    g.set(b, CTX, b.ptrtoint(ctx, I64))
+    g.set(b, NSLOTS, nslots)
+    g.set(b, CALLER_CPU, g.cpu(b))
+    g.set(b, NEXT, i64(1))
+    g.set(b, H_CROWDED, i64(0))
+    g.set(b, OPEN, i64(1), "seq_cst")
+    g.add(b, GEN, 1)
+    with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
+        b.call(g.lock, [g.mutex])
+        b.call(g.broadcast, [g.wake])
+        b.call(g.unlock, [g.mutex])
+    t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+    b.call(_FnPtr(fn), [ctx, i64(0)])
+    t1, c1 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+    g.set(b, OPEN, i64(0), "seq_cst")
+    _drain(f, b, g, ts)
+    stalled = _count(b, g, own=b.sub(t1, t0), waited=b.sub(g.now(b, ts), t1))
+    _adapt(b, g, stalled)
+    _crowding(b, g, own=b.sub(t1, t0), cpu=b.sub(c1, c0))
+    b.branch(end)
+    b.position_at_end(end)
+    b.call(g.unlock, [g.joblock])
+    b.ret_void()
+    return f
+
+
+def _spawn(f: ir.Function, b: ir.IRBuilder, g: _Globals, helper: ir.Function,
+           nslots: ir.Value) -> None:
+    """Create helpers until there are ``nslots - 1`` (under the mutex; once per process
+    in practice)."""
+    need = lambda b: b.icmp_signed("<", b.add(g.get(b, HELPERS), i64(1)), nslots)  # noqa: E731
+    go = f.append_basic_block("spawn")
+    done = f.append_basic_block("spawned")
+    b.cbranch(need(b), go, done)
+    b.position_at_end(go)
+    tid = b.alloca(I64)
+    b.call(g.lock, [g.mutex])
+    top = f.append_basic_block("spawn.top")
+    make = f.append_basic_block("spawn.make")
+    made = f.append_basic_block("spawn.made")
+    out = f.append_basic_block("spawn.out")
+    b.branch(top)
+    b.position_at_end(top)
+    b.cbranch(need(b), make, out)
+    b.position_at_end(make)
+    rc = b.call(g.create, [tid, ir.Constant(PTR, None), helper, ir.Constant(PTR, None)])
+    b.cbranch(b.icmp_signed("==", rc, ir.Constant(I32, 0)), made, out)
+    b.position_at_end(made)
+    b.call(g.detach, [b.load(tid, typ=I64)])
+    g.set(b, HELPERS, b.add(g.get(b, HELPERS), i64(1)))
+    b.branch(top)
+    b.position_at_end(out)
+    b.call(g.unlock, [g.mutex])
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _drain(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value) -> None:
+    """Wait until no helper is in the job (the job is closed): spin, then sleep."""
+    done = f.append_basic_block("drain.done")
+    sleep = f.append_basic_block("drain.sleep")
+    idle = lambda b: b.icmp_signed("==", g.get(b, ACTIVE, "seq_cst"), i64(0))  # noqa: E731
+    _spin(f, b, g, ts, idle, done, sleep, "drain", SPIN_NS)
+    b.position_at_end(sleep)  # WAITING before ACTIVE (seq_cst; a helper: ACTIVE first)
+    b.call(g.lock, [g.mutex])
+    g.set(b, WAITING, i64(1), "seq_cst")
+    check = f.append_basic_block("drain.check")
+    wait = f.append_basic_block("drain.wait")
+    up = f.append_basic_block("drain.up")
+    b.branch(check)
+    b.position_at_end(check)
+    b.cbranch(idle(b), up, wait)
+    b.position_at_end(wait)
+    b.call(g.wait, [g.done, g.mutex])
+    b.branch(check)
+    b.position_at_end(up)
+    g.set(b, WAITING, i64(0), "seq_cst")
+    b.call(g.unlock, [g.mutex])
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _count(b: ir.IRBuilder, g: _Globals, own: ir.Value, waited: ir.Value) -> ir.Value:
+    """Counters of a shared job: joined (a helper took a slot), stalled (the caller
+    waited for helpers longer than it worked in its own chunks, and over STALL_NS);
+    whether it stalled."""
+    with b.if_then(b.icmp_signed(">", g.get(b, NEXT), i64(1))):
+        g.add(b, N_JOINED, 1, "monotonic")
+    stall = b.and_(b.icmp_signed(">", waited, i64(STALL_NS)), b.icmp_signed(">", waited, own))
+    with b.if_then(stall):
+        g.add(b, N_STALLS, 1, "monotonic")
+    return stall
+
+
+def _auto_alone(b: ir.IRBuilder, g: _Globals) -> ir.Value:
+    """Whether the automatic back-off runs the next job alone (jobs of it are left)."""
+    return b.icmp_signed(">", g.get(b, AUTO), i64(0))
+
+
+def _adapt(b: ir.IRBuilder, g: _Globals, stalled: ir.Value) -> None:
+    """The automatic back-off. A shared job that stalled (the caller waited for helpers
+    longer than it worked) because the OS ran something else on a helper's core or on
+    the caller's (a helper's chunk took over ``CROWDED`` percent more wall than CPU time,
+    ``H_CROWDED``, or the caller's core is crowded, ``NOSPIN``) makes the next
+    ``AUTO_LEN`` jobs run alone on their callers. That length starts at ``AUTO_MIN``,
+    doubles at each such stall up to ``AUTO_MAX``, and halves after ``AUTO_CLEAN``
+    shared jobs in a row without a stall; after a back-off the next job is shared again
+    (a probe). Measured here with busy processes (``python -c "while True: pass"``) on
+    the 2-core VM, per call, shared against alone: two busy, W7 24-30 ms against 13-14,
+    W10 3.3-3.8 against 1.5; one busy, equal (W3 3.9, W7 11-12, W10 1.4). On a quiet
+    machine a stall is rare and comes from a helper that woke late, not from a crowded
+    core: nothing changes."""
+    n = g.get(b, AUTO_LEN)
+    n = b.select(b.icmp_signed("<", n, i64(AUTO_MIN)), i64(AUTO_MIN), n)
+    crowded = b.or_(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)),
+                    b.icmp_unsigned("!=", g.get(b, H_CROWDED), i64(0)))
+    with b.if_else(b.and_(stalled, crowded)) as (then, other):
+        with then:
+            g.set(b, AUTO, n)
+            twice = b.mul(n, i64(2))
+            g.set(b, AUTO_LEN, b.select(b.icmp_signed(">", twice, i64(AUTO_MAX)),
+                                        i64(AUTO_MAX), twice))
+            g.set(b, CLEAN, i64(0))
+        with other:
+            clean = b.add(g.get(b, CLEAN), b.select(stalled, i64(0), i64(1)))
+            run = b.icmp_signed(">=", clean, i64(AUTO_CLEAN))
+            g.set(b, CLEAN, b.select(run, i64(0), clean))
+            half = b.sdiv(n, i64(2))
+            half = b.select(b.icmp_signed("<", half, i64(AUTO_MIN)), i64(AUTO_MIN), half)
+            g.set(b, AUTO_LEN, b.select(run, half, n))
+
+
+def _crowding(b: ir.IRBuilder, g: _Globals, own: ir.Value, cpu: ir.Value) -> None:
+    """Spinning only while it is cheap: over windows of ``WINDOW_NS`` of the caller's
+    own chunks, a window in which it ran less than ``CROWDED`` percent of the time (other
+    threads share its core: busy processes, or a spinning helper of its own) stops all
+    spinning for ``QUIET_WINDOWS`` windows (helpers then sleep as soon as they leave a
+    job and the caller sleeps while it waits), as a blocking wait policy does on an
+    oversubscribed machine; windows with the core to itself count that down."""
+    acc_o = b.add(g.get(b, WIN_OWN), own)
+    acc_c = b.add(g.get(b, WIN_CPU), cpu)
+    g.set(b, WIN_OWN, acc_o)
+    g.set(b, WIN_CPU, acc_c)
+    with b.if_then(b.icmp_signed(">=", acc_o, i64(WINDOW_NS))):
+        g.set(b, WIN_OWN, i64(0))
+        g.set(b, WIN_CPU, i64(0))
+        crowded = b.icmp_signed("<", b.mul(acc_c, i64(100)), b.mul(acc_o, i64(CROWDED)))
+        with b.if_else(crowded) as (then, other):
+            with then:
+                g.add(b, N_CROWDED, 1, "monotonic")
+                g.set(b, NOSPIN, i64(QUIET_WINDOWS))
+            with other:
+                left = g.get(b, NOSPIN)
+                g.set(b, NOSPIN, b.select(b.icmp_signed(">", left, i64(0)),
+                                          b.sub(left, i64(1)), left))
+
+
+def _stats(m: ir.Module, g: _Globals) -> None:
+    f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, N_MOVED, N_AUTO)):
+        b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
+    b.ret_void()
+
+
+def _back_off(m: ir.Module, g: _Globals) -> None:
+    """``back_off(n)``: the next ``n`` jobs alone; any call also ends the automatic
+    back-off and its memory (``_adapt``), so ``back_off(0)`` shares from the next job."""
+    f = ir.Function(m, ir.FunctionType(VOID, [I64]), BACKOFF_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    b.call(g.lock, [g.joblock])
+    g.set(b, SOLO, f.args[0])
+    for k in (AUTO, AUTO_LEN, CLEAN):
+        g.set(b, k, i64(0))
+    b.call(g.unlock, [g.joblock])
+    b.ret_void()
+
+
+def _reset(m: ir.Module, g: _Globals) -> None:
+    """After fork() in the child: no helpers, every word and lock as at load."""
+    f = ir.Function(m, ir.FunctionType(VOID, []), RESET_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    for v in (g.mutex, g.wake, g.done, g.joblock):
+        b.call(g.memset, [v, ir.Constant(I32, 0), i64(64)])
+    b.call(g.memset, [g.job, ir.Constant(I32, 0), i64(NWORDS * LINE * 8)])
+    b.ret_void()
+
+
+# -- tiled GEMMs ------------------------------------------------------------------------------
+# The context of a tiled GEMM, i64 words on the caller's stack: the next tile to claim, the
+# number of tiles, tiles per matrix, the extent being split, the tile size, the axis; the
+# CBLAS arguments (alpha and beta as their bits); the batch strides (elements) of A, B, C.
+(T_NEXT, T_TOTAL, T_PER, T_DIM, T_STEP, T_AXIS, T_TA, T_TB, T_M, T_N, T_K, T_ALPHA, T_A,
+ T_LDA, T_B, T_LDB, T_BETA, T_C, T_LDC, T_SA, T_SB, T_SC) = range(22)
+CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
+
+
+def _gemm_args(ft: ir.Type) -> list[ir.Type]:
+    return [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64]
+
+
+def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None) -> None:
+    """``yota_<s|d>gemm_tiles(cblas args..., nbatch, stride_a, stride_b, stride_c, axis,
+    step, nslots)``: ``nbatch`` products, the i-th on A + i*stride_a, B + i*stride_b,
+    C + i*stride_c (elements), each split into tiles of ``step`` rows (axis 0) or columns
+    (axis 1) of C. While the pool runs jobs alone (``back_off``), each matrix is one
+    tile: the caller makes whole calls instead of paying for tiles nobody shares."""
+    name, ft, size = _GEMMS[dtype]
+    gemm = _declare(m, name, VOID, _gemm_args(ft))
+    f = ir.Function(m, ir.FunctionType(VOID, _gemm_args(ft) + [I64] * TILE_EXTRA),
+                    GEMM_TILES[dtype])
+    args = list(f.args)
+    nb, sa, sb, sc, axis, step, nslots = args[14:]
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    ctx = b.alloca(I64, 22)
+    word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
+    dim = b.select(b.icmp_signed("==", axis, i64(0)), args[3], args[4])
+    if par is None:  # NumPy's multithreaded BLAS: whole matrices, one call each
+        step = dim
+    else:
+        alone = b.or_(b.icmp_signed(">", g.get(b, SOLO), i64(0)), _auto_alone(b, g))
+        step = b.select(alone, dim, step)
+    per = b.sdiv(b.add(dim, b.sub(step, i64(1))), step)
+    for k, v in ((T_NEXT, i64(0)), (T_TOTAL, b.mul(per, nb)), (T_PER, per), (T_DIM, dim),
+                 (T_STEP, step), (T_AXIS, axis), (T_TA, b.sext(args[1], I64)),
+                 (T_TB, b.sext(args[2], I64)), (T_M, args[3]), (T_N, args[4]), (T_K, args[5]),
+                 (T_LDA, args[8]), (T_LDB, args[10]), (T_LDC, args[13]), (T_SA, sa),
+                 (T_SB, sb), (T_SC, sc), (T_ALPHA, _bits(b, args[6])),
+                 (T_BETA, _bits(b, args[11]))):
+        b.store(v, word(k))
+    for k, v in ((T_A, args[7]), (T_B, args[9]), (T_C, args[12])):
+        b.store(b.ptrtoint(v, I64), word(k))
+    chunks = _tile_chunks(m, gemm, ft, size, dtype)
+    if par is None:  # NumPy's multithreaded BLAS: every tile on this thread, in order
+        b.call(chunks, [ctx, i64(0)])
+    else:
+        b.call(par, [chunks, ctx, nslots])
+    b.ret_void()
+
+
+def _bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """A float as an i64 word (its bits, zero-extended)."""
+    if x.type == F64:
+        return b.bitcast(x, I64)
+    return b.zext(b.bitcast(x, I32), I64)
+
+
+def _float(b: ir.IRBuilder, w: ir.Value, ft: ir.Type) -> ir.Value:
+    return b.bitcast(w, F64) if ft == F64 else b.bitcast(b.trunc(w, I32), F32)
+
+
+def _tile_chunks(m: ir.Module, gemm: ir.Function, ft: ir.Type, size: int,
+                 dtype: str) -> ir.Function:
+    """``chunks(ctx, slot)``: claim tiles until none is left, one GEMM call each."""
+    f = ir.Function(m, CHUNKS_TYPE, f"yota_gemm_tiles.{dtype}")
+    f.linkage = "internal"
+    ctx = f.args[0]
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
+    get = lambda k: b.load(word(k), typ=I64)  # noqa: E731
+    top = f.append_basic_block("claim")
+    body = f.append_basic_block("tile")
+    done = f.append_basic_block("done")
+    b.branch(top)
+    b.position_at_end(top)
+    t = b.atomic_rmw("add", word(T_NEXT), i64(1), "monotonic")
+    b.cbranch(b.icmp_signed("<", t, get(T_TOTAL)), body, done)
+    b.position_at_end(body)
+    per, step, dim = get(T_PER), get(T_STEP), get(T_DIM)
+    bi = b.sdiv(t, per)
+    lo = b.mul(b.srem(t, per), step)
+    rest = b.sub(dim, lo)
+    n = b.select(b.icmp_signed("<", rest, step), rest, step)
+    rows = b.icmp_signed("==", get(T_AXIS), i64(0))
+
+    def at(k: int, elems: ir.Value) -> ir.Value:
+        return b.gep(b.inttoptr(get(k), PTR), [b.mul(elems, i64(size))], source_etype=I8)
+
+    # rows of C: A's rows (A + lo*lda, or A + lo when A is stored transposed) and C's;
+    # columns of C: B's columns (B + lo, or B + lo*ldb when transposed) and C's.
+    notrans_a = b.icmp_signed("==", get(T_TA), i64(CBLAS_NO_TRANS))
+    notrans_b = b.icmp_signed("==", get(T_TB), i64(CBLAS_NO_TRANS))
+    a_off = b.select(rows, b.select(notrans_a, b.mul(lo, get(T_LDA)), lo), i64(0))
+    b_off = b.select(rows, i64(0), b.select(notrans_b, lo, b.mul(lo, get(T_LDB))))
+    c_off = b.select(rows, b.mul(lo, get(T_LDC)), lo)
+    pa = at(T_A, b.add(a_off, b.mul(bi, get(T_SA))))
+    pb = at(T_B, b.add(b_off, b.mul(bi, get(T_SB))))
+    pc = at(T_C, b.add(c_off, b.mul(bi, get(T_SC))))
+    mm = b.select(rows, n, get(T_M))
+    nn = b.select(rows, get(T_N), n)
+    c32 = lambda k: b.trunc(get(k), I32)  # noqa: E731
+    b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR), c32(T_TA), c32(T_TB), mm, nn, get(T_K),
+                  _float(b, get(T_ALPHA), ft), pa, get(T_LDA), pb, get(T_LDB),
+                  _float(b, get(T_BETA), ft), pc, get(T_LDC)])
+    b.branch(top)
+    b.position_at_end(done)
+    b.ret_void()
+    return f
