@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -378,6 +379,19 @@ def _helper_threads() -> list[int]:
     return tids
 
 
+def _shared_product() -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """A tiled f64 product for two threads, its inputs and NumPy's result, run once (the
+    pool's helpers exist from then on); skips where the pool has no tiled GEMMs."""
+    if not pool.single_threaded():
+        pytest.skip("the pool's jobs here come from tiled GEMMs (Yota's own BLAS instance)")
+    fn = _product(257, 300, 263, False, False, "f64")
+    A, B = _inputs(257, 300, 263, "f64", 3)
+    tiled = native.compile(fn, threads=2)
+    want = A @ B
+    _close(tiled(A, B)[0], want, A, B, 300)
+    return tiled, A, B, want
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs per-thread CPU affinity and two allowed CPUs")
 def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
@@ -385,13 +399,7 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
     and gives its affinity back; one that may run nowhere else stays. Products stay
     right throughout. The calling thread is pinned to one CPU and a helper put on that
     CPU before each product, so the collision the move is for happens on purpose."""
-    if not pool.single_threaded():
-        pytest.skip("the pool's jobs here come from tiled GEMMs (Yota's own BLAS instance)")
-    fn = _product(257, 300, 263, False, False, "f64")
-    A, B = _inputs(257, 300, 263, "f64", 3)
-    tiled = native.compile(fn, threads=2)
-    want = A @ B
-    _close(tiled(A, B)[0], want, A, B, 300)  # the helpers exist from here on
+    tiled, A, B, want = _shared_product()
     helpers = _helper_threads()
     assert helpers, "the pool's helper threads carry their name"
     allowed = os.sched_getaffinity(0)
@@ -429,15 +437,10 @@ def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
     """The automatic back-off: with a busy process on each of two CPUs, the caller on
     one and the helpers on the other, shared jobs stall (the caller waits for a helper
     the OS does not run) while the caller's core is crowded, and the pool then runs
-    jobs alone (``auto`` counts them); every product stays right. ``back_off(0)`` ends
-    it: the next job is shared again."""
-    if not pool.single_threaded():
-        pytest.skip("the pool's jobs here come from tiled GEMMs (Yota's own BLAS instance)")
-    fn = _product(257, 300, 263, False, False, "f64")
-    A, B = _inputs(257, 300, 263, "f64", 3)
-    tiled = native.compile(fn, threads=2)
-    want = A @ B
-    _close(tiled(A, B)[0], want, A, B, 300)  # the helpers exist from here on
+    jobs alone (``auto`` counts them), and at the end of a back-off more threads are
+    runnable than the job has slots, so it goes on (``kept``); every product stays
+    right. ``back_off(0)`` ends it: the next job is shared again."""
+    tiled, A, B, want = _shared_product()
     helpers = _helper_threads()
     allowed = os.sched_getaffinity(0)
     c, d = sorted(allowed)[:2]
@@ -457,6 +460,11 @@ def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
         assert after["stalls"] > before["stalls"]  # what set it off
         for _ in range(3):  # alone now: whole matrices on the caller, still right
             _close(tiled(A, B)[0], want, A, B, 300)
+        # at the back-off's last job three threads are runnable for the job's two slots
+        # (the caller and the two busy processes; /proc/loadavg): it is kept going
+        while pool.stats()["kept"] == before["kept"] and time.monotonic() < deadline:
+            _close(tiled(A, B)[0], want, A, B, 300)
+        assert pool.stats()["kept"] > before["kept"], pool.stats()
     finally:
         for p in busy:
             p.kill()

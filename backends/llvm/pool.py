@@ -126,8 +126,9 @@ def stats() -> dict[str, int]:
     is built): jobs posted, those run alone (``back_off``), those a helper joined,
     stalls (the caller waited for helpers longer than it worked, over ``STALL_NS``),
     crowded windows (spinning turned off: ``pool_ir._crowding``), the times a helper moved
-    off its caller's CPU (``pool_ir._move_off``), and jobs run alone by the automatic back-off
-    after stalls (``pool_ir._adapt``)."""
+    off its caller's CPU (``pool_ir._move_off``), jobs run alone by the automatic back-off
+    after stalls (``pool_ir._adapt``), and the back-offs kept going because more threads
+    were runnable than there are cores (``pool_ir._oversubscribed``)."""
     if _engine is None:
         return dict.fromkeys(STATS, 0)
     out = (ctypes.c_int64 * len(STATS))()

@@ -25,10 +25,10 @@ THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
 # job fields: i64 words of the global @yota_pool_job, each on its own cache line
 (GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, NOSPIN,
  WIN_OWN, WIN_CPU, N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, CALLER_CPU,
- N_MOVED, AUTO, AUTO_LEN, N_AUTO, CLEAN, H_CROWDED) = range(26)
-NWORDS = 26
+ N_MOVED, AUTO, AUTO_LEN, N_AUTO, CLEAN, H_CROWDED, N_KEPT) = range(27)
+NWORDS = 27
 MASK_WORDS = 16  # a cpu_set_t: 1024 CPUs
 HELPER_NAME = "yota-pool"  # the helpers' thread name (Linux)
 PR_SET_NAME = 15
 LINE = 8  # words per cache line
-STATS = ("jobs", "alone", "joined", "stalls", "crowded", "moved", "auto")
+STATS = ("jobs", "alone", "joined", "stalls", "crowded", "moved", "auto", "kept")
