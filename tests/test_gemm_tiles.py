@@ -460,11 +460,12 @@ def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
         assert after["stalls"] > before["stalls"]  # what set it off
         for _ in range(3):  # alone now: whole matrices on the caller, still right
             _close(tiled(A, B)[0], want, A, B, 300)
-        # at the back-off's last job three threads are runnable for the job's two slots
-        # (the caller and the two busy processes; /proc/loadavg): it is kept going
-        while pool.stats()["kept"] == before["kept"] and time.monotonic() < deadline:
-            _close(tiled(A, B)[0], want, A, B, 300)
-        assert pool.stats()["kept"] > before["kept"], pool.stats()
+        if (os.cpu_count() or 0) <= 2:  # the machine's CPUs (CI's 2-core machines)
+            # at the back-off's last job three threads are runnable for two CPUs (the
+            # caller and the two busy processes; /proc/loadavg): it is kept going
+            while pool.stats()["kept"] == before["kept"] and time.monotonic() < deadline:
+                _close(tiled(A, B)[0], want, A, B, 300)
+            assert pool.stats()["kept"] > before["kept"], pool.stats()
     finally:
         for p in busy:
             p.kill()

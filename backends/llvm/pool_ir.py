@@ -116,6 +116,7 @@ class _Globals:
                 m, ir.FunctionType(I32, [PTR, I32], var_arg=True), "open")
             self.read = d("read", I64, [I32, PTR, I64])
             self.close = d("close", I32, [I32])
+            self.nprocs = d("get_nprocs", I32, [])
 
     def cpu(self, b: ir.IRBuilder) -> ir.Value:
         """The CPU this thread runs on (-1 where unknown)."""
@@ -476,9 +477,12 @@ LOADAVG = b"/proc/loadavg\0"
 
 def _oversubscribed(b: ir.IRBuilder, g: _Globals, nslots: ir.Value, ask: ir.Value
                     ) -> ir.Value:
-    """When ``ask``: whether more threads are runnable on the machine right now than the
-    job has slots (cores), by the fourth field of ``/proc/loadavg`` ("running/total"
-    tasks, the calling thread included); false where it cannot be read, and off Linux.
+    """When ``ask``: whether more threads are runnable on the machine right now than it
+    has CPUs online (or the job has slots, if more), by the fourth field of
+    ``/proc/loadavg`` ("running/total" tasks, the calling thread included: counted over
+    the whole machine, so it is compared with the whole machine's CPUs, not with those a
+    container or an affinity mask leaves us); false where it cannot be read, and off
+    Linux.
     Read once per back-off (a few microseconds): the probe that would otherwise end one
     wakes a helper, and each wake lets the scheduler regroup the threads, so the caller
     that had a core to itself beside two busy processes comes to share one (W3: 3.8 ms
@@ -536,7 +540,9 @@ def _oversubscribed(b: ir.IRBuilder, g: _Globals, nslots: ir.Value, ask: ir.Valu
             complete = b.phi(ir.IntType(1))
             complete.add_incoming(ir.Constant(ir.IntType(1), 0), top)
             complete.add_incoming(ir.Constant(ir.IntType(1), 1), body)
-            b.store(b.and_(complete, b.icmp_signed(">", running, nslots)), result)
+            cpus = b.sext(b.call(g.nprocs, []), I64)
+            cpus = b.select(b.icmp_signed(">", cpus, nslots), cpus, nslots)
+            b.store(b.and_(complete, b.icmp_signed(">", running, cpus)), result)
     return b.load(result)
 
 
