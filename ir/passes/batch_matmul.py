@@ -19,8 +19,9 @@ only with ``ctx.reorder_matmul`` (on by default).
 from __future__ import annotations
 
 from ..core import Function, Op, Value, make_op
-from .base import Pass, PassContext, rebuild, toposort
+from .base import Pass, PassContext, rebuild, splat_const, toposort
 from .dce import dce
+from .tile import is_splat_const
 
 SMALL_ROWS = 512  # only products whose stacked dimension is at most this are batched
 
@@ -91,12 +92,25 @@ def _stack(ops: list[Op], side: int, members: list[int]) -> tuple[list[Op], dict
 
 def _concat(parts: list[Value], axis: int, loc: str | None,
             defs: dict[Value, Op]) -> list[Op]:
-    """Ops concatenating ``parts`` (2-D) along ``axis``; if every part is a transpose,
-    the transpose of the concatenation of their sources along the other axis."""
-    srcs = [defs[v] for v in parts if v in defs and defs[v].name == "transpose"]
-    if len(srcs) == len(parts):
-        inner = make_op("concatenate", [s.operands[0] for s in srcs], {"axis": 1 - axis}, loc)
-        return [inner, make_op("transpose", [inner.result], {"perm": (1, 0)}, loc)]
+    """Ops concatenating ``parts`` (2-D) along ``axis``; if every part is a transpose or
+    a splat constant (its own transpose, with the shape swapped: the zero state of an
+    RNN's first step), the transpose of the concatenation of their sources along the
+    other axis, which a backend passes to BLAS as a flag instead of copying transposes."""
+    ops = [defs.get(v) for v in parts]
+    if all(o is not None and (o.name == "transpose" or is_splat_const(o)) for o in ops):
+        made: list[Op] = []
+        srcs: list[Value] = []
+        for o in ops:
+            assert o is not None
+            if o.name == "transpose":
+                srcs.append(o.operands[0])
+            else:
+                t = o.result.type
+                made.append(splat_const(o.attrs["value"].flat[0], t.dtype, t.shape[::-1], loc))
+                srcs.append(made[-1].result)
+        if len(made) < len(ops):  # at least one real transpose
+            inner = make_op("concatenate", srcs, {"axis": 1 - axis}, loc)
+            return made + [inner, make_op("transpose", [inner.result], {"perm": (1, 0)}, loc)]
     return [make_op("concatenate", parts, {"axis": axis}, loc)]
 
 
@@ -158,7 +172,11 @@ def _merged_sum(root: Op, terms: list[Term], defs: dict[Value, Op]) -> list[Op]:
 
 def _largest_sum(fn: Function) -> tuple[int, list[Term]] | None:
     """The add tree of the most products, its terms ordered by where their operands are
-    defined (so that per-step operands concatenate in step order)."""
+    defined (so that per-step operands concatenate in step order), a splat constant
+    counting as defined first: an RNN's zero initial state then pairs with the first
+    step's adjoint at the front, so its two weight gradients (states_t.T @ d_t and
+    x_t.T @ d_t) order the adjoints d_t alike and CSE makes their concatenations one, and
+    the inputs' concatenation is the forward pass's."""
     defs = {r: op for op in fn.ops for r in op.results}
     pos = {v: i - len(fn.inputs) for i, v in enumerate(fn.inputs)}
     pos.update({r: i for i, op in enumerate(fn.ops) for r in op.results})
@@ -169,8 +187,13 @@ def _largest_sum(fn: Function) -> tuple[int, list[Term]] | None:
         if terms is not None and (best is None or len(terms) >= len(best[1])):
             best = (i, terms)
     if best is not None:
-        best[1].sort(key=lambda t: min(pos[_untransposed(v, defs)]
-                                       for v in t[0].operands))
+        first = -len(fn.inputs) - 1
+
+        def order(t: Term) -> int:
+            srcs = [_untransposed(v, defs) for v in t[0].operands]
+            return min(first if v in defs and is_splat_const(defs[v]) else pos[v]
+                       for v in srcs)
+        best[1].sort(key=order)
     return best
 
 
