@@ -8,8 +8,11 @@ peak; see TOOLCHAIN.md). Two rewrites, on 2-D ``matmul``s:
 - *sum of products*: ``a_1 @ b_1 + ... + a_T @ b_T`` (an add tree whose inner adds and
   products nothing else reads) becomes ``concatenate(a_t, axis=1) @ concatenate(b_t,
   axis=0)``: the per-step weight gradients of an RNN, summed over t, become one GEMM
-  over T*B. When every ``a_t`` (or ``b_t``) is a transpose, the transpose is taken of
-  the concatenation instead, so a backend can pass it to BLAS as a flag.
+  over T*B. When every ``a_t`` (or ``b_t``) is a transpose (or a splat constant, such as
+  an RNN's zero first state), the transpose is taken of the concatenation instead, so a
+  backend can pass it to BLAS as a flag. Terms are ordered by where their operands are
+  defined, constants first, so sums over the same per-step values concatenate them
+  alike and CSE shares the concatenation.
 
 Each element of a product is still a sum of the same terms, but BLAS (and the merged
 sum) add them in another order, so results may change in the last bits: the pass runs
