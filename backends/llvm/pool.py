@@ -47,10 +47,11 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
   247 of 450 jobs at 4.2 ms per call, and with the move 340-363 of 450 at 2.9-3.0 ms
   (~100 moves).
 - A shared job that stalled because the OS ran something else on a helper's core or
-  on the caller's makes the next jobs run alone for a while (``pool_ir._adapt``: 8 jobs, doubling
-  at each further such stall up to 512, a shared probe after each back-off): with busy
-  processes on every core a stall costs a time slice (milliseconds) against the 100 us
-  or so that sharing gains. A stall alone is not enough: on a quiet machine a helper
+  on the caller's makes the next jobs run alone for a while (``pool_ir._adapt``: 8 jobs,
+  doubling at each further such stall up to 512, a shared probe after each back-off
+  unless ``/proc/loadavg`` shows more runnable threads than CPUs, when it goes on:
+  ``pool_ir._oversubscribed``): with busy processes on every core a stall costs a time
+  slice (milliseconds) against the 100 us or so that sharing gains. A stall alone is not enough: on a quiet machine a helper
   that woke late stalls a job now and then, and backing off on those made W7 slower
   (hot loop 10.2-10.5 ms against 6.7-7.0). An earlier rate-based rule (jobs alone
   while sharing did less work per second) measured slower under ``--load 2`` and
@@ -59,7 +60,7 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
 
 ``yota_pool_stats(i64 *out)`` copies the pool's counters (``STATS``: jobs posted, jobs
 run alone on request, jobs a helper joined, stalls, crowded windows, helper moves, jobs
-run alone by the automatic back-off) for ``stats()``;
+run alone by the automatic back-off, back-offs kept going) for ``stats()``;
 ``yota_pool_back_off(n)`` and ``yota_pool_reset()`` (after fork) are its other exports.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
