@@ -25,7 +25,7 @@ from yota.ir.errors import GuardFailed, TraceError, YotaError
 
 from . import device as _device
 from . import tracing as _tracing
-from .cache.config import log
+from .cache.config import Counters, log
 from .lowering import to_ir
 from .program import Program
 from .tape import Loc, Tape, Var
@@ -65,31 +65,14 @@ class StageError(YotaError):
     """A stage that cannot be built for this function (not a scalar, a missing pass)."""
 
 
-class Stats:
-    """Counters that make caching observable: ``yota.stats.traces`` etc. (A plain class
-    with the dataclass's init, repr, equality and ``vars()``: creating a dataclass cost ``import
-    yota`` ~0.4 ms.)"""
+class Stats(Counters):
+    """Counters that make caching observable: ``yota.stats.traces`` etc."""
 
     _FIELDS = ("traces", "hits", "guard_failures", "compiles")
-
-    def __init__(self, traces: int = 0, hits: int = 0, guard_failures: int = 0,
-                 compiles: int = 0) -> None:
-        self.traces, self.hits = traces, hits
-        self.guard_failures, self.compiles = guard_failures, compiles
-
-    def _values(self) -> tuple[int, ...]:
-        return tuple(getattr(self, n) for n in self._FIELDS)
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is Stats and self._values() == other._values()
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable counters)
-
-    def __repr__(self) -> str:
-        return "Stats(" + ", ".join(f"{n}={getattr(self, n)}" for n in self._FIELDS) + ")"
-
-    def reset(self) -> None:
-        self.traces = self.hits = self.guard_failures = self.compiles = 0
+    traces: int
+    hits: int
+    guard_failures: int
+    compiles: int
 
 
 stats = Stats()

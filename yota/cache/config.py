@@ -51,36 +51,50 @@ class BadEntry(YotaError):
     """A stored entry that cannot be used: corrupt, truncated, stale or foreign."""
 
 
-class CacheStats:
-    """Counters of this process: ``hits`` entries loaded instead of compiled, ``misses``
-    lookups that found nothing usable, ``compiles`` programs compiled by the cache
-    layer, ``stores`` entries written, ``errors`` bad entries or failed writes
-    recovered from, ``evictions`` entries removed for the size limit. (A plain class
-    with the dataclass's init, repr, equality and ``vars()``: creating a dataclass cost ``import
-    yota`` ~0.5 ms.)"""
+class Counters:
+    """Named integer counters of this process (``_FIELDS``), with a dataclass's keyword
+    init, repr, equality and ``vars()``, and ``reset()``: a plain class, since creating
+    dataclasses cost ``import yota`` ~0.4-0.5 ms each."""
 
-    _FIELDS = ("hits", "misses", "compiles", "stores", "errors", "evictions")
+    _FIELDS: tuple[str, ...] = ()
 
-    def __init__(self, hits: int = 0, misses: int = 0, compiles: int = 0, stores: int = 0,
-                 errors: int = 0, evictions: int = 0) -> None:
-        self.hits, self.misses, self.compiles = hits, misses, compiles
-        self.stores, self.errors, self.evictions = stores, errors, evictions
+    def __init__(self, **values: int) -> None:
+        unknown = set(values) - set(self._FIELDS)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no counter {sorted(unknown)[0]!r}")
+        for name in self._FIELDS:
+            setattr(self, name, values.get(name, 0))
 
     def _values(self) -> tuple[int, ...]:
         return tuple(getattr(self, n) for n in self._FIELDS)
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is CacheStats and self._values() == other._values()
+        return type(other) is type(self) and self._values() == other._values()
 
     __hash__ = None  # type: ignore[assignment]  # (mutable counters)
 
     def __repr__(self) -> str:
-        return ("CacheStats(" + ", ".join(f"{n}={getattr(self, n)}" for n in self._FIELDS)
-                + ")")
+        return (type(self).__name__ + "("
+                + ", ".join(f"{n}={getattr(self, n)}" for n in self._FIELDS) + ")")
 
     def reset(self) -> None:
-        self.hits = self.misses = self.compiles = self.stores = self.errors = 0
-        self.evictions = 0
+        for name in self._FIELDS:
+            setattr(self, name, 0)
+
+
+class CacheStats(Counters):
+    """Counters of this process: ``hits`` entries loaded instead of compiled, ``misses``
+    lookups that found nothing usable, ``compiles`` programs compiled by the cache
+    layer, ``stores`` entries written, ``errors`` bad entries or failed writes
+    recovered from, ``evictions`` entries removed for the size limit."""
+
+    _FIELDS = ("hits", "misses", "compiles", "stores", "errors", "evictions")
+    hits: int
+    misses: int
+    compiles: int
+    stores: int
+    errors: int
+    evictions: int
 
 
 stats = CacheStats()
