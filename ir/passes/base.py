@@ -117,6 +117,12 @@ def has_effect(op: Op, callees: Mapping[str, Function]) -> bool:
     return False
 
 
+def is_splat_const(op: Op) -> bool:
+    """A non-empty ``const`` op whose elements all have the same value."""
+    return op.name == "const" and op.result.type.size > 0 and \
+        splat_scalar(op.attrs["value"]) is not None
+
+
 def const_splat(v: Value, producers: Mapping[Value, Op]) -> np.ndarray | None:
     """The scalar (0-d array) every element of ``v`` equals, if ``v`` is a constant or a
     broadcast of one with that property; else None."""

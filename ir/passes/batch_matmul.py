@@ -22,9 +22,8 @@ only with ``ctx.reorder_matmul`` (on by default).
 from __future__ import annotations
 
 from ..core import Function, Op, Value, make_op
-from .base import Pass, PassContext, rebuild, splat_const, toposort
+from .base import Pass, PassContext, is_splat_const, rebuild, splat_const, toposort
 from .dce import dce
-from .tile import is_splat_const
 
 SMALL_ROWS = 512  # only products whose stacked dimension is at most this are batched
 

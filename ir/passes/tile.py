@@ -43,7 +43,7 @@ from ..core import Function, Op, Value, make_op
 from ..ops import get_opdef
 from ..ops.misc import splat_scalar
 from ..types import TensorType
-from .base import Pass, PassContext, fresh_names, toposort
+from .base import Pass, PassContext, fresh_names, is_splat_const, toposort
 from .dce import dce
 
 ROW, WHOLE = "row", "whole"  # an operand sliced by rows, or read whole by every block
@@ -63,11 +63,6 @@ def _bcast_status(src: TensorType, dst: tuple[int, ...], r: int) -> str:
     """A broadcast to ``dst`` (starting with the rows) reads ``src`` by rows if ``src``'s
     own axis 0 is the rows, else whole."""
     return ROW if src.ndim == len(dst) and _rows(src, r) else WHOLE
-
-
-def is_splat_const(op: Op) -> bool:
-    return op.name == "const" and op.result.type.size > 0 and \
-        splat_scalar(op.attrs["value"]) is not None
 
 
 def op_rows(op: Op, callees: Mapping[str, Function]) -> int | None:
