@@ -115,27 +115,29 @@ def test_profiling_off_leaves_the_normal_program_alone(backend: str) -> None:
 def test_profile_total_agrees_with_wall_time_of_the_calls() -> None:
     """The accounting: the table's total is the time spent inside the compiled programs'
     calls (their steps plus the per-call overhead row). Each recorded call lies inside the
-    wall-clock window measured around its ``yota.grad`` and fills nearly all of it (what is
-    outside: yota.grad's own dispatch, a few microseconds of a call of milliseconds). Judged
-    call by call on the median, so one call preempted on a busy 2-core machine (a CI run
-    once lost 9 ms in 40 calls that way) does not decide it."""
+    wall-clock window measured around its ``yota.grad`` and fills nearly all of it. What is
+    outside is yota.grad's dispatch and the profile's bookkeeping: measured 80 us around a
+    1.3 ms call here and about 200 us on the CI machine (Python runs with cold caches after
+    a program that streamed megabytes), so the calls are made long (about 25 ms: 512-wide
+    products) for that constant to be a few percent. Judged call by call on the median, so
+    one call preempted on a busy 2-core machine does not decide it."""
     def f(W: Any, x: Any) -> Any:
         h = np.tanh(W @ x)
         return np.sum(h * h) + np.sum((W @ W) ** 2)
     r = np.random.default_rng(1)
-    W, x = r.standard_normal((192, 192)) / 14, r.standard_normal((192, 128))
+    W, x = r.standard_normal((512, 512)) / 23, r.standard_normal((512, 384))
     yota.grad(f, W, x)
     with yota.profile():  # builds the profiled variant
         yota.grad(f, W, x)
     windows = []
     with yota.profile() as p:
-        for _ in range(40):
+        for _ in range(24):
             t0 = time.monotonic_ns()
             yota.grad(f, W, x)
             windows.append((t0, time.monotonic_ns()))
-    assert p.calls == 40
+    assert p.calls == 24
     calls = [e for e in p.chrome_trace()["traceEvents"] if e.get("cat") == "program"]
-    assert len(calls) == 40
+    assert len(calls) == 24
     ratios = []
     for (t0, t1), e in zip(windows, calls, strict=True):
         start, end = p.origin + e["ts"] * 1e3, p.origin + (e["ts"] + e["dur"]) * 1e3
@@ -144,7 +146,7 @@ def test_profile_total_agrees_with_wall_time_of_the_calls() -> None:
     assert float(np.median(ratios)) > 0.9, (sorted(ratios), str(p))
     wall = sum(t1 - t0 for t0, t1 in windows)
     assert p.total_ns <= wall  # nothing counted twice
-    assert abs(p.total_ns - sum(e["dur"] * 1e3 for e in calls)) <= 40e3  # the table = the calls
+    assert abs(p.total_ns - sum(e["dur"] * 1e3 for e in calls)) <= 24e3  # the table = the calls
     steps = sum(r.total_ns for r in p.rows() if r.phase != "-")
     assert steps > 0.5 * p.total_ns  # most of it is the program's steps, not overhead
 
