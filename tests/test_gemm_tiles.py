@@ -9,6 +9,7 @@ other threads switch it on and off, and a fork()ed child gets a working pool."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -431,16 +432,29 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
             os.sched_setaffinity(h, allowed)
 
 
+def _colsum() -> tuple[Any, np.ndarray]:
+    """A program of split kernels (no GEMM) for two threads, and its input."""
+    b = Builder("colsum")
+    x = b.input(TensorType("f32", (4099, 48)), "x")
+    fn = b.build([b.sum(b.tanh(x), axes=(0,)), b.sum(b.mul(x, x), axes=(0, 1))])
+    X = np.random.default_rng(13).standard_normal((4099, 48)).astype(np.float32)
+    return native.compile(fn, threads=2, par_work=0), X
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs per-thread CPU affinity and two allowed CPUs")
-def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
-    """The automatic back-off: with a busy process on each of two CPUs, the caller on
-    one and the helpers on the other, shared jobs stall (the caller waits for a helper
+def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
+    """With a busy process on each of two CPUs, the caller on one and the helpers on
+    the other: the tiled products become revocable jobs (``revocable`` counts them) and
+    the caller takes back tiles from the helper the OS does not run (``stolen``), every
+    product right; shared jobs of split kernels stall (the caller waits for a helper
     the OS does not run) while the caller's core is crowded, and the pool then runs
-    jobs alone (``auto`` counts them), and at the end of a back-off more threads are
-    runnable than the job has slots, so it goes on (``kept``); every product stays
-    right. ``back_off(0)`` ends it: the next job is shared again."""
+    them alone (``auto``), and at the end of a back-off more threads are runnable than
+    the job has slots, so it goes on (``kept``). ``back_off(0)`` ends it: the next job
+    is shared again."""
     tiled, A, B, want = _shared_product()
+    colsum, X = _colsum()
+    sums = colsum(X)
     helpers = _helper_threads()
     allowed = os.sched_getaffinity(0)
     c, d = sorted(allowed)[:2]
@@ -452,20 +466,27 @@ def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
             os.sched_setaffinity(h, {c})
         pool.back_off(0)  # no back-off left from earlier jobs
         before = pool.stats()
-        deadline = time.monotonic() + 30  # it took 5-10 products (0.25 s) here
-        while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30  # it took 5-20 products (0.1-0.5 s) here
+        while (pool.stats()["stolen"] == before["stolen"]
+               and time.monotonic() < deadline):
             _close(tiled(A, B)[0], want, A, B, 300)
+        after = pool.stats()
+        assert after["revocable"] > before["revocable"], after
+        assert after["stolen"] > before["stolen"], after
+        while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
+            for got, ref in zip(colsum(X), sums, strict=True):
+                np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
         after = pool.stats()
         assert after["auto"] > before["auto"], after
         assert after["stalls"] > before["stalls"]  # what set it off
-        for _ in range(3):  # alone now: whole matrices on the caller, still right
-            _close(tiled(A, B)[0], want, A, B, 300)
         if (os.cpu_count() or 0) <= 2:  # the machine's CPUs (CI's 2-core machines)
             # at the back-off's last job three threads are runnable for two CPUs (the
             # caller and the two busy processes; /proc/loadavg): it is kept going
             while pool.stats()["kept"] == before["kept"] and time.monotonic() < deadline:
-                _close(tiled(A, B)[0], want, A, B, 300)
+                colsum(X)
             assert pool.stats()["kept"] > before["kept"], pool.stats()
+        for _ in range(3):  # during the back-off: products still right
+            _close(tiled(A, B)[0], want, A, B, 300)
     finally:
         for p in busy:
             p.kill()
@@ -475,6 +496,100 @@ def test_stalls_on_crowded_cores_make_jobs_run_alone_until_back_off_0() -> None:
             os.sched_setaffinity(h, allowed)
     pool.back_off(0)
     before = pool.stats()
-    _close(tiled(A, B)[0], want, A, B, 300)
+    colsum(X)
     after = pool.stats()
-    assert after["jobs"] == before["jobs"] + 1 and after["auto"] == before["auto"]
+    assert after["jobs"] > before["jobs"] and after["auto"] == before["auto"]
+
+
+def _tiles_call(dtype: str) -> Any:
+    """``yota_<s|d>gemm_tiles`` itself (its CBLAS arguments, then the batch, the split
+    and the slots), for products with alpha and beta that generated code never makes."""
+    pool.ensure_pool()
+    addr = pool._addresses[pool.GEMM_TILES[{"f32": "float32", "f64": "float64"}[dtype]]]
+    f = ctypes.c_float if dtype == "f32" else ctypes.c_double
+    i32, i64, p = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+    return ctypes.CFUNCTYPE(None, i32, i32, i32, i64, i64, i64, f, p, i64, p, i64, f, p, i64,
+                            *[i64] * pool.TILE_EXTRA)(addr)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("mode", [1, 2])
+def test_revocable_tiles_give_the_tiled_product(dtype: str, axis: int, mode: int) -> None:
+    """Revocable tiles (``steal_mode`` 1: whenever shared; 2: every tile a helper holds
+    taken back as soon as the caller has none left, so helpers abandon tiles on most
+    jobs): ``C = alpha A B + beta C`` on row or column tiles, batched, equals NumPy's
+    within the BLAS bound, and the same bits on every call (a tile is one BLAS call on
+    the same block whoever computes it: the helper into its scratch, the caller into
+    C); C's block is read before the helper's product where beta reads it."""
+    if not pool.single_threaded():
+        pytest.skip("the pool's tiled GEMMs split only with Yota's own BLAS instance")
+    call = _tiles_call(dtype)
+    rng = np.random.default_rng(21)
+    nb, m, k, n = 3, 67, 150, 71
+    A = rng.standard_normal((nb, m, k)).astype(DT[dtype])
+    B = rng.standard_normal((nb, k, n)).astype(DT[dtype])
+    C0 = rng.standard_normal((nb, m, n)).astype(DT[dtype])
+    alpha, beta = 0.5, 2.0
+    want = alpha * (A.astype(np.float64) @ B) + beta * C0
+    step = 16
+
+    def product() -> np.ndarray:
+        C = C0.copy()
+        call(101, 111, 111, m, n, k, alpha, A.ctypes.data, k, B.ctypes.data, n, beta,
+             C.ctypes.data, n, nb, m * k, k * n, m * n, axis, step, 2)
+        return C
+
+    before = pool.stats()
+    try:
+        pool.steal_mode(mode)
+        pool.back_off(0)
+        first = product()
+        eps = np.finfo(DT[dtype]).eps
+        bound = (k + 2) * eps * (alpha * np.abs(A) @ np.abs(B) + beta * np.abs(C0))
+        assert (np.abs(first - want) <= bound).all()
+        for _ in range(150):
+            np.testing.assert_array_equal(product(), first)
+    finally:
+        pool.steal_mode(0)
+    after = pool.stats()
+    assert after["revocable"] >= before["revocable"] + 151
+    if mode == 2 and after["joined"] > before["joined"] + 10:
+        assert after["stolen"] > before["stolen"], after
+
+
+def test_abandoned_tiles_never_outlive_the_call() -> None:
+    """A helper whose tile was taken back may still be reading the tile's operands; the
+    generated program waits for it before it returns (``yota_pool_quiesce``), so the
+    caller may free them at once. Fresh operands of 1 MB and more each call (NumPy
+    maps such arrays and unmaps them on free: a read after that would crash this
+    process), every tile a helper holds taken back, from four threads at once."""
+    if not pool.single_threaded():
+        pytest.skip("the pool's tiled GEMMs split only with Yota's own BLAS instance")
+    fn = _product(256, 512, 384, False, False, "f64")
+    exe = native.compile(fn, threads=2)
+    errors: list[str] = []
+    before = pool.stats()
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(25):
+            A = rng.standard_normal((256, 512))
+            B = rng.standard_normal((512, 384))
+            got = exe(A, B)[0]
+            want = A @ B
+            if not np.allclose(got, want, rtol=1e-10, atol=1e-9):
+                errors.append(f"max error {np.max(np.abs(got - want))}")
+            del A, B
+
+    try:
+        pool.steal_mode(2)
+        ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        pool.steal_mode(0)
+    assert not errors, errors[0]
+    assert pool.stats()["revocable"] > before["revocable"]

@@ -16,8 +16,9 @@ from yota.ir.core import Function
 from .abi import ENTRY, ENTRY_OBJ  # defined there for the loading side
 from .emit import EMITTERS
 from .lower import FnGen, ModuleGen, Options
+from .pool import GEMM_TILES, QUIESCE_SYMBOL
 from .target import ARRAY_ABI, Target
-from .types import I1, I8, I32, I64, PTR, i64
+from .types import I1, I8, I32, I64, PTR, VOID, declare, i64
 
 
 def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
@@ -30,7 +31,11 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
     slots = b.alloca(ir.ArrayType(PTR, nptr + 1))
     for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
         b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
-    b.ret(b.call(main, [slots]))
+    rc = b.call(main, [slots])
+    if any(name in mg.module.globals for name in GEMM_TILES.values()):
+        # a helper may still read a revocable tile's operands (pool.py): not past here
+        b.call(declare(mg.module, QUIESCE_SYMBOL, VOID, []), [])
+    b.ret(rc)
     _array_entry(mg, fn, entry)
     mg.ws_bytes = ws  # type: ignore[attr-defined]
     return mg

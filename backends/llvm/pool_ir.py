@@ -4,6 +4,8 @@ process that reads it from the object cache."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import llvmlite.ir as ir
 
 from .pool_layout import (
@@ -34,23 +36,38 @@ from .pool_layout import (
     N_JOINED,
     N_KEPT,
     N_MOVED,
+    N_REVOC,
     N_STALLS,
+    N_STOLEN,
     NEXT,
     NOSPIN,
     NSLOTS,
     NWORDS,
     OPEN,
     PR_SET_NAME,
+    QUIESCE_SYMBOL,
     QUIET_WINDOWS,
     RESET_SYMBOL,
+    REVJOB,
     SLEEPERS,
     SOLO,
     SPIN_NS,
+    STALE,
     STALL_NS,
     STATS_SYMBOL,
+    STEAL_MODE,
+    STEAL_MODE_SYMBOL,
+    STEAL_NS,
     SYMBOL,
+    T_COMMIT,
+    T_DONE,
+    T_FREE,
+    T_HELD,
+    T_STOLEN,
     THREAD_CPU,
+    TILE_CAP,
     TILE_EXTRA,
+    TJOB,
     WAITING,
     WIN_CPU,
     WIN_OWN,
@@ -72,9 +89,12 @@ def module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
     _stats(m, g)
     _reset(m, g)
     _back_off(m, g)
+    _quiesce(m, g)
+    _steal_mode(m, g)
     if blas:
+        revocable = _parallel(m, g, helper, revocable=True) if tiles else None
         for dt in GEMM_TILES:
-            _gemm_tiles(m, g, dt, par if tiles else None)
+            _gemm_tiles(m, g, dt, par if tiles else None, revocable)
     return m
 
 
@@ -95,6 +115,17 @@ class _Globals:
         self.job.initializer = ir.Constant(ir.ArrayType(I64, NWORDS * LINE), None)
         self.job.align = 64
         self.job.linkage = "internal"
+        # revocable tiles (_tile_chunks): word 0 of line t is tile t's state, word 1 the
+        # CPU clock of the helper that holds it
+        self.tiles = ir.GlobalVariable(m, ir.ArrayType(I64, TILE_CAP * LINE), "yota_pool_tiles")
+        self.tiles.initializer = ir.Constant(ir.ArrayType(I64, TILE_CAP * LINE), None)
+        self.tiles.align = 64
+        self.tiles.linkage = "internal"
+        # the context of the revocable tiled GEMM that holds the pool (_revocable_ctx)
+        self.tctx = ir.GlobalVariable(m, ir.ArrayType(I64, 4 * LINE), "yota_pool_tctx")
+        self.tctx.initializer = ir.Constant(ir.ArrayType(I64, 4 * LINE), None)
+        self.tctx.align = 64
+        self.tctx.linkage = "internal"
         d = lambda n, r, a: _declare(m, n, r, a)  # noqa: E731
         self.lock = d("pthread_mutex_lock", I32, [PTR])
         self.trylock = d("pthread_mutex_trylock", I32, [PTR])
@@ -105,6 +136,11 @@ class _Globals:
         self.detach = d("pthread_detach", I32, [I64])
         self.clock = d("clock_gettime", I32, [I32, PTR])
         self.memset = d("memset", PTR, [PTR, I32, I64])
+        self.memcpy = d("memcpy", PTR, [PTR, PTR, I64])
+        self.malloc = d("malloc", PTR, [I64])
+        self.free = d("free", VOID, [PTR])
+        self.self_ = d("pthread_self", I64, [])
+        self.cpuclock = d("pthread_getcpuclockid", I32, [I64, PTR])
         self.yield_ = d("sched_yield", I32, [])
         self.linux = "linux" in self.triple  # sched_getcpu, affinity, thread names
         if self.linux:
@@ -137,6 +173,11 @@ class _Globals:
 
     def field(self, b: ir.IRBuilder, k: int) -> ir.Value:
         return b.gep(self.job, [i64(0), i64(k * LINE)], inbounds=True)
+
+    def tile(self, b: ir.IRBuilder, t: ir.Value, word: int = 0) -> ir.Value:
+        """Tile ``t``'s state (``word`` 0) or its holder's CPU clock id (1)."""
+        return b.gep(self.tiles, [i64(0), b.add(b.mul(t, i64(LINE)), i64(word))],
+                     inbounds=True)
 
     def get(self, b: ir.IRBuilder, k: int, order: str = "monotonic") -> ir.Value:
         return b.load_atomic(self.field(b, k), order, 8, typ=I64)
@@ -254,11 +295,18 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     b.store(g.get(b, GEN, "acquire"), seen)
     _move_off(b, g, masks)
     g.add(b, ACTIVE, 1)
+    counted = b.alloca(ir.IntType(1))
+    b.store(ir.Constant(ir.IntType(1), 1), counted)
     with b.if_then(b.icmp_unsigned("!=", g.get(b, OPEN, "seq_cst"), i64(0))):
         slot = g.add(b, NEXT, 1)
         with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
             fn = b.inttoptr(g.get(b, FN), PTR)
             ctx = b.inttoptr(g.get(b, CTX), PTR)
+            # a revocable tiled GEMM's context is the pool's own, and what the helper
+            # holds of it the caller can take back: the job need not wait for it
+            with b.if_then(b.icmp_unsigned("!=", g.get(b, REVJOB), i64(0))):
+                b.store(ir.Constant(ir.IntType(1), 0), counted)
+                g.add(b, ACTIVE, -1)
             t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
             b.call(_FnPtr(fn), [ctx, slot])
             wall = b.sub(g.now(b, ts), t0)
@@ -266,13 +314,20 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
             short = b.icmp_signed("<", b.mul(cpu, i64(100)), b.mul(wall, i64(CROWDED)))
             with b.if_then(b.and_(short, b.icmp_signed(">", wall, i64(STALL_NS)))):
                 g.set(b, H_CROWDED, i64(1))  # the OS ran something else on its core
-    last = b.icmp_signed("==", g.add(b, ACTIVE, -1), i64(1))
-    with b.if_then(b.and_(last, b.icmp_unsigned("!=", g.get(b, WAITING, "seq_cst"), i64(0)))):
+    with b.if_then(b.load(counted)):
+        g.add(b, ACTIVE, -1)
+    _signal_done(b, g)
+    b.branch(top)
+    return f
+
+
+def _signal_done(b: ir.IRBuilder, g: _Globals) -> None:
+    """Wake the threads that sleep on ``done`` (a caller draining its job, or one waiting
+    for stale helpers, ``_quiesce``), if any: each looks again at what it waits for."""
+    with b.if_then(b.icmp_signed(">", g.get(b, WAITING, "seq_cst"), i64(0))):
         b.call(g.lock, [g.mutex])
         b.call(g.broadcast, [g.done])
         b.call(g.unlock, [g.mutex])
-    b.branch(top)
-    return f
 
 
 def _move_off(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value]) -> None:
@@ -326,8 +381,15 @@ class _FnPtr(ir.Value):
         return f"ptr {self.get_reference()}"
 
 
-def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
-    f = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, I64]), SYMBOL)
+def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = False
+              ) -> ir.Function:
+    """``yota_parallel``; with ``revocable``, the internal variant that the revocable tiled
+    GEMMs post their jobs with: shared during the automatic back-off too (a tile held by
+    a helper the OS does not run is taken back, so such a job never stalls on it)."""
+    f = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR, I64]),
+                    "yota_parallel_revocable" if revocable else SYMBOL)
+    if revocable:
+        f.linkage = "internal"
     fn, ctx, nslots = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
     ts = b.alloca(I64, 2)
@@ -336,6 +398,8 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     b.cbranch(b.icmp_signed("!=", b.call(g.trylock, [g.joblock]), ir.Constant(I32, 0)),
               alone, owned)
     b.position_at_end(alone)  # another job holds the pool: run every chunk here
+    if revocable:  # (the tile states belong to the pool's job)
+        _revocable_ctx(b, ctx, None)
     b.call(_FnPtr(fn), [ctx, i64(0)])
     b.ret_void()
 
@@ -349,6 +413,8 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     solo = g.get(b, SOLO)
     b.cbranch(b.icmp_signed(">", solo, i64(0)), backoff, shared)
     b.position_at_end(backoff)  # back_off(n): this job on this thread
+    if revocable:
+        _revocable_ctx(b, ctx, None)
     g.set(b, SOLO, b.sub(solo, i64(1)))
     g.add(b, N_ALONE, 1, "monotonic")
     b.call(_FnPtr(fn), [ctx, i64(0)])
@@ -364,16 +430,24 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     g.set(b, AUTO, b.select(more, g.get(b, AUTO_LEN), b.sub(left, i64(1))))
     with b.if_then(more):
         g.add(b, N_KEPT, 1, "monotonic")
-    g.add(b, N_AUTO, 1, "monotonic")
-    a0, ac0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
-    b.call(_FnPtr(fn), [ctx, i64(0)])
-    _crowding(b, g, own=b.sub(g.now(b, ts), a0), cpu=b.sub(g.now(b, ts, THREAD_CPU), ac0))
-    b.branch(end)
+    if revocable:  # counted down as a job of the back-off, but shared
+        b.branch(post)
+    else:
+        g.add(b, N_AUTO, 1, "monotonic")
+        a0, ac0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+        b.call(_FnPtr(fn), [ctx, i64(0)])
+        _crowding(b, g, own=b.sub(g.now(b, ts), a0),
+                  cpu=b.sub(g.now(b, ts, THREAD_CPU), ac0))
+        b.branch(end)
 
     b.position_at_end(post)
+    if revocable:
+        g.add(b, N_REVOC, 1, "monotonic")
+        ctx = _revocable_ctx(b, ctx, g)
     _spawn(f, b, g, helper, nslots)
     g.set(b, FN, b.ptrtoint(fn, I64))
     g.set(b, CTX, b.ptrtoint(ctx, I64))
+    g.set(b, REVJOB, i64(1 if revocable else 0))
     g.set(b, NSLOTS, nslots)
     g.set(b, CALLER_CPU, g.cpu(b))
     g.set(b, NEXT, i64(1))
@@ -397,6 +471,31 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function) -> ir.Function:
     b.call(g.unlock, [g.joblock])
     b.ret_void()
     return f
+
+
+def _revocable_ctx(b: ir.IRBuilder, ctx: ir.Value, g: _Globals | None) -> ir.Value:
+    """The context a revocable tiled GEMM's job runs on (``_tile_chunks``), set up under
+    the job lock (``g``): a copy of the caller's in the pool's own (a helper may still
+    be in it after the caller returned), a fresh tag, every tile FREE under it, and
+    last the claim word (tag, tile count, next tile: ``T_NEXT``), which publishes the
+    rest. Run alone (``g`` None), the tiles are plain ones on the caller's context."""
+    word = lambda p, k: b.gep(p, [i64(k)], source_etype=I64)  # noqa: E731
+    if g is None:
+        b.store(i64(0), word(ctx, T_REVOC))
+        return ctx
+    job = b.gep(g.tctx, [i64(0), i64(0)], inbounds=True)
+    for k in range(T_REVOC):
+        if k != T_NEXT:
+            b.store_atomic(b.load(word(ctx, k), typ=I64), word(job, k), "monotonic", 8)
+    b.store_atomic(i64(1), word(job, T_REVOC), "monotonic", 8)
+    tag = b.and_(b.add(g.add(b, TJOB, 1), i64(1)), i64(0xFFFFFFFF))
+    total = b.load(word(ctx, T_TOTAL), typ=I64)
+    free = b.shl(tag, i64(3))
+    with _counted(b, total) as t:
+        b.store_atomic(b.or_(free, i64(T_FREE)), g.tile(b, t), "monotonic", 8)
+    claim = b.or_(b.shl(tag, i64(32)), b.shl(total, i64(20)))
+    b.store_atomic(claim, word(job, T_NEXT), "release", 8)
+    return job
 
 
 def _spawn(f: ir.Function, b: ir.IRBuilder, g: _Globals, helper: ir.Function,
@@ -431,28 +530,67 @@ def _spawn(f: ir.Function, b: ir.IRBuilder, g: _Globals, helper: ir.Function,
 
 
 def _drain(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value) -> None:
-    """Wait until no helper is in the job (the job is closed): spin, then sleep."""
-    done = f.append_basic_block("drain.done")
-    sleep = f.append_basic_block("drain.sleep")
+    """Wait until no helper is in the job (the job is closed). A helper that joined a
+    revocable tiled GEMM has left it as soon as it read the job (``_helper``)."""
     idle = lambda b: b.icmp_signed("==", g.get(b, ACTIVE, "seq_cst"), i64(0))  # noqa: E731
-    _spin(f, b, g, ts, idle, done, sleep, "drain", SPIN_NS)
-    b.position_at_end(sleep)  # WAITING before ACTIVE (seq_cst; a helper: ACTIVE first)
+    _wait_done(f, b, g, ts, idle, "drain")
+
+
+def _wait_done(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
+               ready: ir.Function, tag: str) -> None:
+    """Spin, then sleep on ``done``, until ``ready(b)``. ``WAITING`` counts the sleepers
+    (a draining caller and threads in ``_quiesce`` may sleep at once); it is raised
+    before ``ready`` is read (seq_cst both; a helper changes what ``ready`` reads, then
+    reads ``WAITING``: ``_signal_done``)."""
+    done = f.append_basic_block(f"{tag}.done")
+    sleep = f.append_basic_block(f"{tag}.sleep")
+    _spin(f, b, g, ts, ready, done, sleep, tag, SPIN_NS)
+    b.position_at_end(sleep)
     b.call(g.lock, [g.mutex])
-    g.set(b, WAITING, i64(1), "seq_cst")
-    check = f.append_basic_block("drain.check")
-    wait = f.append_basic_block("drain.wait")
-    up = f.append_basic_block("drain.up")
+    g.add(b, WAITING, 1)
+    check = f.append_basic_block(f"{tag}.check")
+    wait = f.append_basic_block(f"{tag}.wait")
+    up = f.append_basic_block(f"{tag}.up")
     b.branch(check)
     b.position_at_end(check)
-    b.cbranch(idle(b), up, wait)
+    b.cbranch(ready(b), up, wait)
     b.position_at_end(wait)
     b.call(g.wait, [g.done, g.mutex])
     b.branch(check)
     b.position_at_end(up)
-    g.set(b, WAITING, i64(0), "seq_cst")
+    g.add(b, WAITING, -1)
     b.call(g.unlock, [g.mutex])
     b.branch(done)
     b.position_at_end(done)
+
+
+def _quiesce(m: ir.Module, g: _Globals) -> None:
+    """``yota_pool_quiesce()``: return once no helper is still computing a tile that its
+    caller took back (``STALE``). Such a helper reads the tile's operands and writes
+    only its own scratch; generated code calls this before it returns to its caller,
+    who may then free those operands."""
+    f = ir.Function(m, ir.FunctionType(VOID, []), QUIESCE_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    ts = b.alloca(I64, 2)
+    ready = lambda b: b.icmp_signed("==", g.get(b, STALE, "seq_cst"), i64(0))  # noqa: E731
+    wait = f.append_basic_block("quiesce")
+    out = f.append_basic_block("out")
+    b.cbranch(ready(b), out, wait)
+    b.position_at_end(wait)
+    _wait_done(f, b, g, ts, ready, "quiesce")
+    b.branch(out)
+    b.position_at_end(out)
+    b.ret_void()
+
+
+def _steal_mode(m: ir.Module, g: _Globals) -> None:
+    """``yota_pool_steal_mode(n)``: when tiled GEMMs are revocable (``_tile_chunks``): 0
+    while the cores are crowded (the default), 1 whenever shared, 2 whenever shared and
+    every tile a helper holds is taken back as soon as the caller has none left (tests)."""
+    f = ir.Function(m, ir.FunctionType(VOID, [I64]), STEAL_MODE_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    g.set(b, STEAL_MODE, f.args[0])
+    b.ret_void()
 
 
 def _count(b: ir.IRBuilder, g: _Globals, own: ir.Value, waited: ir.Value) -> ir.Value:
@@ -608,7 +746,7 @@ def _stats(m: ir.Module, g: _Globals) -> None:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
     b = ir.IRBuilder(f.append_basic_block("entry"))
     for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, N_MOVED, N_AUTO,
-                           N_KEPT)):
+                           N_KEPT, N_REVOC, N_STOLEN)):
         b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
     b.ret_void()
 
@@ -633,28 +771,35 @@ def _reset(m: ir.Module, g: _Globals) -> None:
     for v in (g.mutex, g.wake, g.done, g.joblock):
         b.call(g.memset, [v, ir.Constant(I32, 0), i64(64)])
     b.call(g.memset, [g.job, ir.Constant(I32, 0), i64(NWORDS * LINE * 8)])
+    b.call(g.memset, [g.tiles, ir.Constant(I32, 0), i64(TILE_CAP * LINE * 8)])
     b.ret_void()
 
 
 # -- tiled GEMMs ------------------------------------------------------------------------------
 # The context of a tiled GEMM, i64 words on the caller's stack: the next tile to claim, the
 # number of tiles, tiles per matrix, the extent being split, the tile size, the axis; the
-# CBLAS arguments (alpha and beta as their bits); the batch strides (elements) of A, B, C.
+# CBLAS arguments (alpha and beta as their bits); the batch strides (elements) of A, B, C;
+# whether its tiles are revocable (then the pool's copy of it is used, whose first word
+# holds the job's tag, bits 32-63, its tile count, bits 20-31, and the next tile).
 (T_NEXT, T_TOTAL, T_PER, T_DIM, T_STEP, T_AXIS, T_TA, T_TB, T_M, T_N, T_K, T_ALPHA, T_A,
- T_LDA, T_B, T_LDB, T_BETA, T_C, T_LDC, T_SA, T_SB, T_SC) = range(22)
+ T_LDA, T_B, T_LDB, T_BETA, T_C, T_LDC, T_SA, T_SB, T_SC, T_REVOC) = range(23)
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
+assert TILE_CAP < 1 << 12  # the tile count's field of the claim word
 
 
 def _gemm_args(ft: ir.Type) -> list[ir.Type]:
     return [I32, I32, I32, I64, I64, I64, ft, PTR, I64, PTR, I64, ft, PTR, I64]
 
 
-def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None) -> None:
+def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None,
+                revocable: ir.Function | None) -> None:
     """``yota_<s|d>gemm_tiles(cblas args..., nbatch, stride_a, stride_b, stride_c, axis,
     step, nslots)``: ``nbatch`` products, the i-th on A + i*stride_a, B + i*stride_b,
     C + i*stride_c (elements), each split into tiles of ``step`` rows (axis 0) or columns
-    (axis 1) of C. While the pool runs jobs alone (``back_off``), each matrix is one
-    tile: the caller makes whole calls instead of paying for tiles nobody shares."""
+    (axis 1) of C. While the pool runs jobs alone on request (``back_off``), each matrix
+    is one tile: the caller makes whole calls instead of paying for tiles nobody shares.
+    While the cores are crowded (the automatic back-off, or spinning off: ``_crowding``)
+    the tiles are revocable (``_tile_chunks``) and the job is shared."""
     name, ft, size = _GEMMS[dtype]
     gemm = _declare(m, name, VOID, _gemm_args(ft))
     f = ir.Function(m, ir.FunctionType(VOID, _gemm_args(ft) + [I64] * TILE_EXTRA),
@@ -662,30 +807,74 @@ def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None) 
     args = list(f.args)
     nb, sa, sb, sc, axis, step, nslots = args[14:]
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    ctx = b.alloca(I64, 22)
+    ctx = b.alloca(I64, T_REVOC + 1)
     word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
     dim = b.select(b.icmp_signed("==", axis, i64(0)), args[3], args[4])
+    revoc: ir.Value = ir.Constant(ir.IntType(1), 0)
     if par is None:  # NumPy's multithreaded BLAS: whole matrices, one call each
         step = dim
     else:
-        alone = b.or_(b.icmp_signed(">", g.get(b, SOLO), i64(0)), _auto_alone(b, g))
-        step = b.select(alone, dim, step)
+        solo = b.icmp_signed(">", g.get(b, SOLO), i64(0))
+        auto = _auto_alone(b, g)
+        if g.linux:  # (the holder's CPU clock: pthread_getcpuclockid)
+            tiles = b.mul(b.sdiv(b.add(dim, b.sub(step, i64(1))), step), nb)
+            crowded = b.or_(auto, b.icmp_signed(">", g.get(b, NOSPIN), i64(0)))
+            wanted = b.or_(crowded, b.icmp_signed(">", g.get(b, STEAL_MODE), i64(0)))
+            fits = b.and_(b.icmp_signed(">", tiles, i64(1)),
+                          b.icmp_signed("<=", tiles, i64(TILE_CAP)))
+            revoc = b.and_(b.and_(wanted, fits), b.not_(solo))
+        step = b.select(b.and_(b.or_(solo, auto), b.not_(revoc)), dim, step)
     per = b.sdiv(b.add(dim, b.sub(step, i64(1))), step)
-    for k, v in ((T_NEXT, i64(0)), (T_TOTAL, b.mul(per, nb)), (T_PER, per), (T_DIM, dim),
+    total = b.mul(per, nb)
+    for k, v in ((T_NEXT, i64(0)), (T_TOTAL, total), (T_PER, per), (T_DIM, dim),
                  (T_STEP, step), (T_AXIS, axis), (T_TA, b.sext(args[1], I64)),
                  (T_TB, b.sext(args[2], I64)), (T_M, args[3]), (T_N, args[4]), (T_K, args[5]),
                  (T_LDA, args[8]), (T_LDB, args[10]), (T_LDC, args[13]), (T_SA, sa),
                  (T_SB, sb), (T_SC, sc), (T_ALPHA, _bits(b, args[6])),
-                 (T_BETA, _bits(b, args[11]))):
+                 (T_BETA, _bits(b, args[11])), (T_REVOC, b.zext(revoc, I64))):
         b.store(v, word(k))
     for k, v in ((T_A, args[7]), (T_B, args[9]), (T_C, args[12])):
         b.store(b.ptrtoint(v, I64), word(k))
-    chunks = _tile_chunks(m, gemm, ft, size, dtype)
+    chunks = _tile_chunks(m, g, gemm, ft, size, dtype)
     if par is None:  # NumPy's multithreaded BLAS: every tile on this thread, in order
         b.call(chunks, [ctx, i64(0)])
-    else:
-        b.call(par, [chunks, ctx, nslots])
+        b.ret_void()
+        return
+    assert revocable is not None
+    with b.if_else(revoc) as (then, other):
+        with then:  # (its context and tile states: _revocable_ctx, under the job lock)
+            b.call(revocable, [chunks, ctx, nslots])
+        with other:
+            b.call(par, [chunks, ctx, nslots])
     b.ret_void()
+
+
+class _counted:
+    """``with _counted(b, n) as i:`` emits a loop of ``i`` from 0 to ``n`` - 1."""
+
+    def __init__(self, b: ir.IRBuilder, n: ir.Value) -> None:
+        self.b, self.n = b, n
+
+    def __enter__(self) -> ir.Value:
+        b = self.b
+        f = b.function
+        self.entry = b.block
+        self.top = f.append_basic_block("count.top")
+        self.body = f.append_basic_block("count.body")
+        self.out = f.append_basic_block("count.out")
+        b.branch(self.top)
+        b.position_at_end(self.top)
+        self.i = b.phi(I64)
+        self.i.add_incoming(i64(0), self.entry)
+        b.cbranch(b.icmp_signed("<", self.i, self.n), self.body, self.out)
+        b.position_at_end(self.body)
+        return self.i
+
+    def __exit__(self, *exc: object) -> None:
+        b = self.b
+        self.i.add_incoming(b.add(self.i, i64(1)), b.block)
+        b.branch(self.top)
+        b.position_at_end(self.out)
 
 
 def _bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -699,50 +888,270 @@ def _float(b: ir.IRBuilder, w: ir.Value, ft: ir.Type) -> ir.Value:
     return b.bitcast(w, F64) if ft == F64 else b.bitcast(b.trunc(w, I32), F32)
 
 
-def _tile_chunks(m: ir.Module, gemm: ir.Function, ft: ir.Type, size: int,
+class _Tile:
+    """Where tile ``t`` of a tiled GEMM's context lies: its A, B and C blocks and its
+    extent (``mm`` rows by ``nn`` columns of C)."""
+
+    def __init__(self, b: ir.IRBuilder, ctx: ir.Value, t: ir.Value, size: int) -> None:
+        self.b, self.ctx, self.size = b, ctx, size
+        get = self.get
+        per, step, dim = get(T_PER), get(T_STEP), get(T_DIM)
+        bi = b.sdiv(t, per)
+        lo = b.mul(b.srem(t, per), step)
+        rest = b.sub(dim, lo)
+        n = b.select(b.icmp_signed("<", rest, step), rest, step)
+        rows = b.icmp_signed("==", get(T_AXIS), i64(0))
+        # rows of C: A's rows (A + lo*lda, or A + lo when A is stored transposed) and C's;
+        # columns of C: B's columns (B + lo, or B + lo*ldb when transposed) and C's.
+        notrans_a = b.icmp_signed("==", get(T_TA), i64(CBLAS_NO_TRANS))
+        notrans_b = b.icmp_signed("==", get(T_TB), i64(CBLAS_NO_TRANS))
+        a_off = b.select(rows, b.select(notrans_a, b.mul(lo, get(T_LDA)), lo), i64(0))
+        b_off = b.select(rows, i64(0), b.select(notrans_b, lo, b.mul(lo, get(T_LDB))))
+        c_off = b.select(rows, b.mul(lo, get(T_LDC)), lo)
+        self.pa = self.at(T_A, b.add(a_off, b.mul(bi, get(T_SA))))
+        self.pb = self.at(T_B, b.add(b_off, b.mul(bi, get(T_SB))))
+        self.pc = self.at(T_C, b.add(c_off, b.mul(bi, get(T_SC))))
+        self.mm = b.select(rows, n, get(T_M))
+        self.nn = b.select(rows, get(T_N), n)
+
+    def get(self, k: int) -> ir.Value:
+        """(Atomic: a helper may read the pool's context while a later job's caller
+        writes it; what it read is used only once its claim proves it was this job's.)"""
+        return self.b.load_atomic(self.b.gep(self.ctx, [i64(k)], source_etype=I64),
+                                  "monotonic", 8, typ=I64)
+
+    def at(self, k: int, elems: ir.Value) -> ir.Value:
+        b = self.b
+        return b.gep(b.inttoptr(self.get(k), PTR), [b.mul(elems, i64(self.size))],
+                     source_etype=I8)
+
+    def gemm(self, gemm: ir.Function, ft: ir.Type, c: ir.Value, ldc: ir.Value) -> None:
+        """This tile's product into ``c`` (leading dimension ``ldc``)."""
+        b, get = self.b, self.get
+        c32 = lambda k: b.trunc(get(k), I32)  # noqa: E731
+        b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR), c32(T_TA), c32(T_TB), self.mm,
+                      self.nn, get(T_K), _float(b, get(T_ALPHA), ft), self.pa, get(T_LDA),
+                      self.pb, get(T_LDB), _float(b, get(T_BETA), ft), c, ldc])
+
+    def copy(self, g: _Globals, dst: ir.Value, ldd: ir.Value, src: ir.Value,
+             lds: ir.Value) -> None:
+        """The tile's ``mm`` rows of ``nn`` elements from ``src`` to ``dst``."""
+        b, size = self.b, self.size
+        with _counted(b, self.mm) as r:
+            row = lambda p, ld: b.gep(p, [b.mul(b.mul(r, ld), i64(size))],  # noqa: E731
+                                      source_etype=I8)
+            b.call(g.memcpy, [row(dst, ldd), row(src, lds), b.mul(self.nn, i64(size))])
+
+
+def _tile_chunks(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size: int,
                  dtype: str) -> ir.Function:
-    """``chunks(ctx, slot)``: claim tiles until none is left, one GEMM call each."""
+    """``chunks(ctx, slot)``: claim tiles until none is left, one GEMM call each.
+
+    Revocable tiles (``T_REVOC``), so that a helper the OS stops running never stalls
+    the caller: a helper announces the tile it claimed in the tile's state word
+    (FREE -> HELD, with its CPU clock beside it), computes it into a scratch buffer of
+    its own, and copies it into C only if it wins HELD -> COMMIT. The caller, its own
+    tiles done (straight into C), watches the tiles still out: one whose holder's CPU
+    clock advanced less than a quarter of ``STEAL_NS`` over that long (or that was
+    claimed but not announced for that long) it takes back, FREE/HELD -> STOLEN, and
+    computes itself. The helper that loses its tile leaves the job at once, touching
+    nothing of the caller's but the operands it is still reading: the caller counts it
+    in ``STALE`` (the job's drain does not wait for it) and the generated program waits
+    for ``STALE`` to drop to zero before it returns (``yota_pool_quiesce``), since the
+    operands may be freed then."""
     f = ir.Function(m, CHUNKS_TYPE, f"yota_gemm_tiles.{dtype}")
     f.linkage = "internal"
-    ctx = f.args[0]
+    ctx, slot = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
-    get = lambda k: b.load(word(k), typ=I64)  # noqa: E731
+    get = lambda k: b.load_atomic(b.gep(ctx, [i64(k)], source_etype=I64),  # noqa: E731
+                                  "monotonic", 8, typ=I64)
+    ts = b.alloca(I64, 2)
+    scratch, cap = b.alloca(PTR), b.alloca(I64)
+    clk = b.alloca(I32)
+    mytag = b.alloca(I64)
+    since, ran = b.alloca(I64, TILE_CAP), b.alloca(I64, TILE_CAP)  # the caller's watch
+    tvar, pending = b.alloca(I64), b.alloca(I64)
+    b.store(ir.Constant(PTR, None), scratch)
+    b.store(i64(0), cap)
+    b.store(ir.Constant(I32, -1), clk)
+    revoc = b.icmp_unsigned("!=", get(T_REVOC), i64(0))
+    helper = b.icmp_signed("!=", slot, i64(0))
+    hrev = b.and_(revoc, helper)
+    state = lambda k: b.or_(b.shl(b.load(mytag), i64(3)), i64(k))  # noqa: E731
+    if g.linux:
+        with b.if_then(hrev):
+            b.call(g.cpuclock, [b.call(g.self_, []), clk])
     top = f.append_basic_block("claim")
     body = f.append_basic_block("tile")
+    direct = f.append_basic_block("direct")
+    held = f.append_basic_block("held")
+    compute = f.append_basic_block("compute")
+    commit = f.append_basic_block("commit")
+    stale = f.append_basic_block("stale")
     done = f.append_basic_block("done")
+    out = f.append_basic_block("out")
     b.branch(top)
-    b.position_at_end(top)
-    t = b.atomic_rmw("add", word(T_NEXT), i64(1), "monotonic")
-    b.cbranch(b.icmp_signed("<", t, get(T_TOTAL)), body, done)
+
+    b.position_at_end(top)  # (revocable: the claim word says which job's tile it is)
+    w = b.atomic_rmw("add", b.gep(ctx, [i64(T_NEXT)], source_etype=I64), i64(1), "acq_rel")
+    t = b.select(revoc, b.and_(w, i64(0xFFFFF)), w)
+    total = b.select(revoc, b.and_(b.lshr(w, i64(20)), i64(0xFFF)), get(T_TOTAL))
+    b.store(b.lshr(w, i64(32)), mytag)
+    b.cbranch(b.icmp_signed("<", t, total), body, done)
     b.position_at_end(body)
-    per, step, dim = get(T_PER), get(T_STEP), get(T_DIM)
-    bi = b.sdiv(t, per)
-    lo = b.mul(b.srem(t, per), step)
-    rest = b.sub(dim, lo)
-    n = b.select(b.icmp_signed("<", rest, step), rest, step)
-    rows = b.icmp_signed("==", get(T_AXIS), i64(0))
+    tile = _Tile(b, ctx, t, size)
+    b.cbranch(hrev, held, direct)
 
-    def at(k: int, elems: ir.Value) -> ir.Value:
-        return b.gep(b.inttoptr(get(k), PTR), [b.mul(elems, i64(size))], source_etype=I8)
-
-    # rows of C: A's rows (A + lo*lda, or A + lo when A is stored transposed) and C's;
-    # columns of C: B's columns (B + lo, or B + lo*ldb when transposed) and C's.
-    notrans_a = b.icmp_signed("==", get(T_TA), i64(CBLAS_NO_TRANS))
-    notrans_b = b.icmp_signed("==", get(T_TB), i64(CBLAS_NO_TRANS))
-    a_off = b.select(rows, b.select(notrans_a, b.mul(lo, get(T_LDA)), lo), i64(0))
-    b_off = b.select(rows, i64(0), b.select(notrans_b, lo, b.mul(lo, get(T_LDB))))
-    c_off = b.select(rows, b.mul(lo, get(T_LDC)), lo)
-    pa = at(T_A, b.add(a_off, b.mul(bi, get(T_SA))))
-    pb = at(T_B, b.add(b_off, b.mul(bi, get(T_SB))))
-    pc = at(T_C, b.add(c_off, b.mul(bi, get(T_SC))))
-    mm = b.select(rows, n, get(T_M))
-    nn = b.select(rows, get(T_N), n)
-    c32 = lambda k: b.trunc(get(k), I32)  # noqa: E731
-    b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR), c32(T_TA), c32(T_TB), mm, nn, get(T_K),
-                  _float(b, get(T_ALPHA), ft), pa, get(T_LDA), pb, get(T_LDB),
-                  _float(b, get(T_BETA), ft), pc, get(T_LDC)])
+    b.position_at_end(direct)  # straight into C: no revocable tiles, or the caller's own
+    tile.gemm(gemm, ft, tile.pc, get(T_LDC))
+    with b.if_then(revoc):
+        b.store_atomic(state(T_DONE), g.tile(b, t), "release", 8)
     b.branch(top)
+
+    b.position_at_end(held)  # a helper's revocable tile: announce it
+    b.store_atomic(b.sext(b.load(clk), I64), g.tile(b, t, 1), "monotonic", 8)
+    ok = b.extract_value(b.cmpxchg(g.tile(b, t), state(T_FREE), state(T_HELD), "seq_cst",
+                                   "seq_cst"), 1)
+    b.cbranch(ok, compute, stale)
+
+    b.position_at_end(compute)  # into the scratch (C's block first where beta reads it)
+    need = b.mul(b.mul(tile.mm, tile.nn), i64(size))
+    with b.if_then(b.icmp_signed(">", need, b.load(cap))):
+        b.call(g.free, [b.load(scratch)])
+        p = b.call(g.malloc, [need])
+        b.store(p, scratch)
+        b.store(b.select(b.icmp_unsigned("==", b.ptrtoint(p, I64), i64(0)), i64(0), need),
+                cap)
+    buf = b.load(scratch)
+    nomem = f.append_basic_block("nomem")
+    into = f.append_basic_block("scratch")
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(buf, I64), i64(0)), nomem, into)
+    b.position_at_end(nomem)  # no scratch: win the commit first, then straight into C
+    won = b.extract_value(b.cmpxchg(g.tile(b, t), state(T_HELD), state(T_COMMIT),
+                                    "seq_cst", "seq_cst"), 1)
+    b.cbranch(won, direct, stale)
+    b.position_at_end(into)
+    with b.if_then(b.icmp_unsigned("!=", get(T_BETA), i64(0))):
+        tile.copy(g, buf, tile.nn, tile.pc, get(T_LDC))
+    tile.gemm(gemm, ft, buf, tile.nn)
+    won = b.extract_value(b.cmpxchg(g.tile(b, t), state(T_HELD), state(T_COMMIT),
+                                    "seq_cst", "seq_cst"), 1)
+    b.cbranch(won, commit, stale)
+    b.position_at_end(commit)
+    tile.copy(g, tile.pc, get(T_LDC), buf, tile.nn)
+    b.store_atomic(state(T_DONE), g.tile(b, t), "release", 8)
+    b.branch(top)
+
+    b.position_at_end(stale)  # the caller took it back: leave the job at once
+    b.call(g.free, [b.load(scratch)])
+    g.add(b, STALE, -1)
+    b.ret_void()
+
     b.position_at_end(done)
+    with b.if_then(b.and_(revoc, b.not_(helper))):
+        _take_back(b, g, ctx, gemm, ft, size, ts, since, ran, tvar, pending, state)
+    b.branch(out)
+    b.position_at_end(out)
+    b.call(g.free, [b.load(scratch)])
     b.ret_void()
     return f
+
+
+def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, ft: ir.Type,
+               size: int, ts: ir.Value, since: ir.Value, ran: ir.Value, tvar: ir.Value,
+               pending: ir.Value, state: Any) -> None:
+    """The caller's end of a revocable job (``_tile_chunks``), once no tile is left to
+    claim: scan the tiles until each is DONE or taken back and computed here. A tile
+    still out is watched from the scan that first sees it (``since``, and its holder's
+    CPU clock then, ``ran``); after ``STEAL_NS`` a holder that ran less than a quarter of
+    that, or a claim never announced, loses it (``STEAL_MODE`` 2: at the next scan).
+    A tile being copied in (COMMIT) is waited for."""
+    f = b.function
+    get = lambda k: b.load(b.gep(ctx, [i64(k)], source_etype=I64), typ=I64)  # noqa: E731
+    slot = lambda p, t: b.gep(p, [t], source_etype=I64)  # noqa: E731
+    total = get(T_TOTAL)
+    b.call(g.memset, [since, ir.Constant(I32, 0), b.mul(total, i64(8))])
+    eager = b.icmp_signed(">=", g.get(b, STEAL_MODE), i64(2))
+    blocks = {n: f.append_basic_block(f"back.{n}") for n in (
+        "scan", "loop", "body", "out", "watch", "clock", "noclock", "judge", "first", "old",
+        "grab", "lost", "mine", "next", "scanned", "wait", "finish")}
+    bb = blocks.__getitem__
+    b.branch(bb("scan"))
+
+    b.position_at_end(bb("scan"))
+    now = g.now(b, ts)
+    b.store(i64(0), tvar)
+    b.store(i64(0), pending)
+    b.branch(bb("loop"))
+
+    b.position_at_end(bb("loop"))
+    t = b.load(tvar)
+    b.cbranch(b.icmp_signed("<", t, total), bb("body"), bb("scanned"))
+
+    b.position_at_end(bb("body"))
+    w = b.load_atomic(g.tile(b, t), "acquire", 8, typ=I64)
+    finished = b.or_(b.icmp_unsigned("==", w, state(T_DONE)),
+                     b.icmp_unsigned("==", w, state(T_STOLEN)))
+    b.cbranch(finished, bb("next"), bb("out"))
+
+    b.position_at_end(bb("out"))  # still out: wait for a copy in progress, else watch
+    b.store(b.add(b.load(pending), i64(1)), pending)
+    b.cbranch(b.icmp_unsigned("==", w, state(T_COMMIT)), bb("next"), bb("watch"))
+
+    b.position_at_end(bb("watch"))
+    b.cbranch(b.icmp_unsigned("==", w, state(T_HELD)), bb("clock"), bb("noclock"))
+    b.position_at_end(bb("clock"))  # the holder's CPU time (0 if it cannot be read)
+    cid = b.trunc(b.load_atomic(g.tile(b, t, 1), "monotonic", 8, typ=I64), I32)
+    rc = b.call(g.clock, [cid, ts])
+    sec = b.load(b.gep(ts, [i64(0)], source_etype=I64), typ=I64)
+    nsec = b.load(b.gep(ts, [i64(1)], source_etype=I64), typ=I64)
+    held_ns = b.select(b.icmp_signed("==", rc, ir.Constant(I32, 0)),
+                       b.add(b.mul(sec, i64(1_000_000_000)), nsec), i64(0))
+    b.branch(bb("judge"))
+    b.position_at_end(bb("noclock"))  # claimed, not yet announced
+    b.branch(bb("judge"))
+    b.position_at_end(bb("judge"))
+    c = b.phi(I64)
+    c.add_incoming(held_ns, bb("clock"))
+    c.add_incoming(i64(0), bb("noclock"))
+    w0 = b.load(slot(since, t))
+    b.cbranch(b.icmp_signed("==", w0, i64(0)), bb("first"), bb("old"))
+    b.position_at_end(bb("first"))
+    b.store(now, slot(since, t))
+    b.store(c, slot(ran, t))
+    b.branch(bb("next"))
+    b.position_at_end(bb("old"))
+    dt = b.sub(now, w0)
+    due = b.icmp_signed(">=", dt, i64(STEAL_NS))
+    progressed = b.icmp_signed(">=", b.mul(b.sub(c, b.load(slot(ran, t))), i64(4)), dt)
+    with b.if_then(b.and_(b.and_(due, progressed), b.not_(eager))):  # it runs: a new window
+        b.store(now, slot(since, t))
+        b.store(c, slot(ran, t))
+    take = b.or_(eager, b.and_(due, b.not_(progressed)))
+    b.cbranch(take, bb("grab"), bb("next"))
+
+    b.position_at_end(bb("grab"))  # STALE first: the loser's decrement follows it
+    g.add(b, STALE, 1)
+    ok = b.extract_value(b.cmpxchg(g.tile(b, t), w, state(T_STOLEN), "seq_cst", "seq_cst"), 1)
+    b.cbranch(ok, bb("mine"), bb("lost"))
+    b.position_at_end(bb("lost"))  # it moved on meanwhile (announced, or committing)
+    g.add(b, STALE, -1)
+    b.store(i64(0), slot(since, t))
+    b.branch(bb("next"))
+    b.position_at_end(bb("mine"))
+    tile = _Tile(b, ctx, t, size)
+    tile.gemm(gemm, ft, tile.pc, get(T_LDC))
+    g.add(b, N_STOLEN, 1, "monotonic")
+    b.store(b.sub(b.load(pending), i64(1)), pending)
+    b.branch(bb("next"))
+
+    b.position_at_end(bb("next"))
+    b.store(b.add(t, i64(1)), tvar)
+    b.branch(bb("loop"))
+
+    b.position_at_end(bb("scanned"))
+    b.cbranch(b.icmp_signed("==", b.load(pending), i64(0)), bb("finish"), bb("wait"))
+    b.position_at_end(bb("wait"))  # (no sched_yield: beside a busy process that gives
+    g.pause(b)                      # the caller's core away for a time slice)
+    b.branch(bb("scan"))
+    b.position_at_end(bb("finish"))

@@ -6,6 +6,8 @@ SYMBOL = "yota_parallel"
 STATS_SYMBOL = "yota_pool_stats"
 RESET_SYMBOL = "yota_pool_reset"
 BACKOFF_SYMBOL = "yota_pool_back_off"
+QUIESCE_SYMBOL = "yota_pool_quiesce"
+STEAL_MODE_SYMBOL = "yota_pool_steal_mode"
 GEMM_TILES = {"float32": "yota_sgemm_tiles", "float64": "yota_dgemm_tiles"}
 TILE_EXTRA = 7  # the tiled GEMMs' arguments after CBLAS's: nbatch, strides of A, B, C,
 #                 axis, step, nslots (emit.py passes them; pool_ir._gemm_tiles takes them)
@@ -21,14 +23,20 @@ AUTO_MIN = 8  # jobs run alone after a shared job stalled on a crowded core (poo
 AUTO_MAX = 512  # doubling at each such stall up to this many, halving after
 AUTO_CLEAN = 64  # this many shared jobs in a row without a stall
 THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
+TILE_CAP = 128  # tile states: a tiled GEMM of more tiles is never revocable
+STEAL_NS = 30_000  # a tile's holder that ran less than a quarter of this long loses it
 
 # job fields: i64 words of the global @yota_pool_job, each on its own cache line
 (GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, NOSPIN,
  WIN_OWN, WIN_CPU, N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, CALLER_CPU,
- N_MOVED, AUTO, AUTO_LEN, N_AUTO, CLEAN, H_CROWDED, N_KEPT) = range(27)
-NWORDS = 27
+ N_MOVED, AUTO, AUTO_LEN, N_AUTO, CLEAN, H_CROWDED, N_KEPT, STALE, TJOB, STEAL_MODE,
+ N_REVOC, N_STOLEN, REVJOB) = range(33)
+NWORDS = 33
 MASK_WORDS = 16  # a cpu_set_t: 1024 CPUs
 HELPER_NAME = "yota-pool"  # the helpers' thread name (Linux)
 PR_SET_NAME = 15
 LINE = 8  # words per cache line
-STATS = ("jobs", "alone", "joined", "stalls", "crowded", "moved", "auto", "kept")
+STATS = ("jobs", "alone", "joined", "stalls", "crowded", "moved", "auto", "kept", "revocable",
+         "stolen")
+# a revocable tile's state word: (job tag << 3) | one of these
+T_FREE, T_HELD, T_COMMIT, T_DONE, T_STOLEN = range(5)
