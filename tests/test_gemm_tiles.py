@@ -407,6 +407,10 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
     c = min(allowed)
     try:
         os.sched_setaffinity(0, {c})  # this thread only
+        # a helper may still be in a revocable job after its product returned: pinned in
+        # the middle of a move off the caller's CPU, it would give itself back its old
+        # affinity; let it come to rest first
+        time.sleep(0.01)
         for h in helpers:
             os.sched_setaffinity(h, {c})
         before = pool.stats()
@@ -417,6 +421,7 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
         pool.back_off(0)  # share from here on even if the pinned jobs stalled (_adapt)
         moved = False
         for _ in range(200):
+            time.sleep(0.002)
             for h in helpers:  # onto the caller's CPU, then free to go anywhere
                 os.sched_setaffinity(h, {c})
                 os.sched_setaffinity(h, allowed)
@@ -445,9 +450,10 @@ def _colsum() -> tuple[Any, np.ndarray]:
                     reason="needs per-thread CPU affinity and two allowed CPUs")
 def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
     """With a busy process on each of two CPUs, the caller on one and the helpers on
-    the other: the tiled products become revocable jobs (``revocable`` counts them) and
-    the caller takes back tiles from the helper the OS does not run (``stolen``), every
-    product right; shared jobs of split kernels stall (the caller waits for a helper
+    the other: the tiled products become revocable jobs (``revocable`` counts them;
+    tiles taken back from a helper the OS does not run, ``stolen``, are seldom here, 0-10
+    in hundreds of products: ``test_abandoned_tiles_never_outlive_the_call`` takes them
+    back on purpose), every product right; shared jobs of split kernels stall (the caller waits for a helper
     the OS does not run) while the caller's core is crowded, and the pool then runs
     them alone (``auto``), and at the end of a back-off more threads are runnable than
     the job has slots, so it goes on (``kept``). ``back_off(0)`` ends it: the next job
@@ -466,18 +472,17 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
             os.sched_setaffinity(h, {c})
         pool.back_off(0)  # no back-off left from earlier jobs
         before = pool.stats()
-        deadline = time.monotonic() + 30  # it took 5-20 products (0.1-0.5 s) here
-        while (pool.stats()["stolen"] == before["stolen"]
+        deadline = time.monotonic() + 30
+        while (pool.stats()["revocable"] < before["revocable"] + 20
                and time.monotonic() < deadline):
             _close(tiled(A, B)[0], want, A, B, 300)
         after = pool.stats()
-        assert after["revocable"] > before["revocable"], after
-        assert after["stolen"] > before["stolen"], after
+        assert after["revocable"] >= before["revocable"] + 20, after
         while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
             for got, ref in zip(colsum(X), sums, strict=True):
                 np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
         after = pool.stats()
-        assert after["auto"] > before["auto"], after
+        assert after["auto"] > before["auto"], ("auto", after)
         assert after["stalls"] > before["stalls"]  # what set it off
         if (os.cpu_count() or 0) <= 2:  # the machine's CPUs (CI's 2-core machines)
             # at the back-off's last job three threads are runnable for two CPUs (the
@@ -496,9 +501,9 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
             os.sched_setaffinity(h, allowed)
     pool.back_off(0)
     before = pool.stats()
-    colsum(X)
+    _close(tiled(A, B)[0], want, A, B, 300)
     after = pool.stats()
-    assert after["jobs"] > before["jobs"] and after["auto"] == before["auto"]
+    assert after["jobs"] == before["jobs"] + 1 and after["auto"] == before["auto"]
 
 
 def _tiles_call(dtype: str) -> Any:
@@ -521,7 +526,8 @@ def test_revocable_tiles_give_the_tiled_product(dtype: str, axis: int, mode: int
     jobs): ``C = alpha A B + beta C`` on row or column tiles, batched, equals NumPy's
     within the BLAS bound, and the same bits on every call (a tile is one BLAS call on
     the same block whoever computes it: the helper into its scratch, the caller into
-    C); C's block is read before the helper's product where beta reads it."""
+    C); C's block is read before the helper's product where beta reads it. (Tiles this
+    small are seldom taken back: the next test makes sure that happens.)"""
     if not pool.single_threaded():
         pytest.skip("the pool's tiled GEMMs split only with Yota's own BLAS instance")
     call = _tiles_call(dtype)
@@ -552,10 +558,7 @@ def test_revocable_tiles_give_the_tiled_product(dtype: str, axis: int, mode: int
             np.testing.assert_array_equal(product(), first)
     finally:
         pool.steal_mode(0)
-    after = pool.stats()
-    assert after["revocable"] >= before["revocable"] + 151
-    if mode == 2 and after["joined"] > before["joined"] + 10:
-        assert after["stolen"] > before["stolen"], after
+    assert pool.stats()["revocable"] >= before["revocable"] + 151
 
 
 def test_abandoned_tiles_never_outlive_the_call() -> None:
@@ -563,24 +566,32 @@ def test_abandoned_tiles_never_outlive_the_call() -> None:
     generated program waits for it before it returns (``yota_pool_quiesce``), so the
     caller may free them at once. Fresh operands of 1 MB and more each call (NumPy
     maps such arrays and unmaps them on free: a read after that would crash this
-    process), every tile a helper holds taken back, from four threads at once."""
+    process), every tile a helper holds taken back, from four threads at once, until
+    tiles were taken back at least five times (9 or so in 100 calls here)."""
     if not pool.single_threaded():
         pytest.skip("the pool's tiled GEMMs split only with Yota's own BLAS instance")
     fn = _product(256, 512, 384, False, False, "f64")
     exe = native.compile(fn, threads=2)
     errors: list[str] = []
     before = pool.stats()
+    deadline = time.monotonic() + 60
+
+    def enough() -> bool:
+        return pool.stats()["stolen"] >= before["stolen"] + 5 or time.monotonic() > deadline
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        for _ in range(25):
+        calls = 0
+        while calls < 25 or not enough():
             A = rng.standard_normal((256, 512))
             B = rng.standard_normal((512, 384))
             got = exe(A, B)[0]
             want = A @ B
             if not np.allclose(got, want, rtol=1e-10, atol=1e-9):
                 errors.append(f"max error {np.max(np.abs(got - want))}")
+                return
             del A, B
+            calls += 1
 
     try:
         pool.steal_mode(2)
@@ -592,4 +603,5 @@ def test_abandoned_tiles_never_outlive_the_call() -> None:
     finally:
         pool.steal_mode(0)
     assert not errors, errors[0]
-    assert pool.stats()["revocable"] > before["revocable"]
+    after = pool.stats()
+    assert after["stolen"] >= before["stolen"] + 5, after

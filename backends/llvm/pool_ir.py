@@ -1064,7 +1064,7 @@ def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, f
     claim: scan the tiles until each is DONE or taken back and computed here. A tile
     still out is watched from the scan that first sees it (``since``, and its holder's
     CPU clock then, ``ran``); after ``STEAL_NS`` a holder that ran less than a quarter of
-    that, or a claim never announced, loses it (``STEAL_MODE`` 2: at the next scan).
+    that, or a claim never announced, loses it (``STEAL_MODE`` 2: at once).
     A tile being copied in (COMMIT) is waited for."""
     f = b.function
     get = lambda k: b.load(b.gep(ctx, [i64(k)], source_etype=I64), typ=I64)  # noqa: E731
@@ -1115,7 +1115,7 @@ def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, f
     c.add_incoming(held_ns, bb("clock"))
     c.add_incoming(i64(0), bb("noclock"))
     w0 = b.load(slot(since, t))
-    b.cbranch(b.icmp_signed("==", w0, i64(0)), bb("first"), bb("old"))
+    b.cbranch(b.and_(b.icmp_signed("==", w0, i64(0)), b.not_(eager)), bb("first"), bb("old"))
     b.position_at_end(bb("first"))
     b.store(now, slot(since, t))
     b.store(c, slot(ran, t))
