@@ -25,6 +25,7 @@ AUTO_CLEAN = 64  # this many shared jobs in a row without a stall
 THREAD_CPU = 3  # CLOCK_THREAD_CPUTIME_ID
 TILE_CAP = 128  # tile states: a tiled GEMM of more tiles is never revocable
 STEAL_NS = 30_000  # a tile's holder that ran less than a quarter of this long loses it
+REVOC_MIN_MACS = 1 << 24  # a crowded tiled GEMM of fewer multiply-adds runs alone instead
 
 # job fields: i64 words of the global @yota_pool_job, each on its own cache line
 (GEN, FN, CTX, OPEN, ACTIVE, NEXT, NSLOTS, HELPERS, SLEEPERS, WAITING, SOLO, NOSPIN,

@@ -1,0 +1,87 @@
+"""Yota's pool scheduling against its jobs alone, beside busy processes, in one process.
+
+    python tools/pool_ab.py W3 --load 2 --seconds 20 [--jax]
+
+Runs one workload of ``tools/bench.py`` as Yota's gradient twice over, with the pool's
+own scheduling ("yota") and with every job on the calling thread ("yota-alone":
+``pool.back_off``), and optionally JAX's, in interleaved samples of 5 calls while
+``--load`` busy processes run (``bench.BusyLoad``); each sample starts once the process
+rests (``bench.settle``). Prints the median wall and CPU (``process_time``) time per
+call of each, and the pool's counters over the run (``pool.stats()``). An A/B tool for
+the pool's scheduling; the README's tables come from ``tools/bench.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench", Path(__file__).with_name("bench.py"))
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench"] = bench
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("workload", help="a workload of tools/bench.py by name (W3, W9, W4-f32)")
+    p.add_argument("--load", type=int, default=2, help="busy processes (default 2)")
+    p.add_argument("--seconds", type=float, default=20.0, help="length of the run")
+    p.add_argument("--jax", action="store_true", help="time JAX's gradient too")
+    args = p.parse_args()
+    bench = _bench()
+    from yota.backends.llvm import pool
+
+    import yota
+
+    found = [w for w in bench.workloads(False) if w.name == args.workload]
+    if not found:
+        sys.exit(f"no workload {args.workload!r} in tools/bench.py")
+    w = found[0]
+    inputs = w.make(np.random.default_rng(0))
+    step, _ = bench.prepare_yota("llvm")(yota, w, inputs)
+    steps = {"yota": step, "yota-alone": step}
+    if args.jax:
+        steps["jax"] = bench.prepare_jax(bench.load_jax(), w, inputs)[0]
+    for s in steps.values():
+        s()
+        s()
+    wall: dict[str, list[float]] = {k: [] for k in steps}
+    cpu: dict[str, list[float]] = {k: [] for k in steps}
+    before = pool.stats()
+    with bench.BusyLoad(args.load):
+        time.sleep(0.5)
+        end = time.monotonic() + args.seconds
+        r = 0
+        while time.monotonic() < end:
+            names = list(steps)
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                bench.settle(0.25)
+                pool.back_off(1 << 40 if name == "yota-alone" else 0)
+                t0, c0 = time.perf_counter(), time.process_time()
+                for _ in range(5):
+                    steps[name]()
+                wall[name].append((time.perf_counter() - t0) / 5)
+                cpu[name].append((time.process_time() - c0) / 5)
+            r += 1
+    pool.back_off(0)
+    after = pool.stats()
+    for name in steps:
+        print(f"{w.name} {name:11s} {statistics.median(wall[name]) * 1e3:7.2f} ms per call "
+              f"(cpu {statistics.median(cpu[name]) * 1e3:.2f} ms), {len(wall[name])} samples")
+    print("pool:", {k: after[k] - before[k] for k in after})
+
+
+if __name__ == "__main__":
+    main()
