@@ -275,21 +275,9 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     _spin(f, b, g, ts, new, woke, sleep, "idle", IDLE_SPIN_NS)
 
     b.position_at_end(sleep)  # SLEEPERS before GEN (seq_cst both; the caller: GEN first)
-    b.call(g.lock, [g.mutex])
-    g.add(b, SLEEPERS, 1)
-    check = f.append_basic_block("sleep.check")
-    wait = f.append_basic_block("sleep.wait")
-    up = f.append_basic_block("sleep.up")
-    b.branch(check)
-    b.position_at_end(check)
-    b.cbranch(b.icmp_unsigned("==", g.get(b, GEN, "seq_cst"), b.load(seen, typ=I64)),
-              wait, up)
-    b.position_at_end(wait)
-    b.call(g.wait, [g.wake, g.mutex])
-    b.branch(check)
-    b.position_at_end(up)
-    g.add(b, SLEEPERS, -1)
-    b.call(g.unlock, [g.mutex])
+    posted = lambda b: b.icmp_unsigned("!=", g.get(b, GEN, "seq_cst"),  # noqa: E731
+                                       b.load(seen, typ=I64))
+    _sleep_until(f, b, g, g.wake, SLEEPERS, posted, "sleep")
     b.branch(woke)
 
     b.position_at_end(woke)  # count in, then look: the caller closes, then counts
@@ -547,8 +535,18 @@ def _wait_done(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
     sleep = f.append_basic_block(f"{tag}.sleep")
     _spin(f, b, g, ts, ready, done, sleep, tag, SPIN_NS)
     b.position_at_end(sleep)
+    _sleep_until(f, b, g, g.done, WAITING, ready, tag)
+    b.branch(done)
+    b.position_at_end(done)
+
+
+def _sleep_until(f: ir.Function, b: ir.IRBuilder, g: _Globals, cv: ir.Value, count: int,
+                 ready: ir.Function, tag: str) -> None:
+    """Under the pool's mutex: count this thread in job word ``count``, wait on the
+    condition variable ``cv`` until ``ready(b)``, count it out. (Whoever makes ``ready``
+    true changes what it reads, then reads ``count``, and signals ``cv`` if it is not 0.)"""
     b.call(g.lock, [g.mutex])
-    g.add(b, WAITING, 1)
+    g.add(b, count, 1)
     check = f.append_basic_block(f"{tag}.check")
     wait = f.append_basic_block(f"{tag}.wait")
     up = f.append_basic_block(f"{tag}.up")
@@ -556,13 +554,11 @@ def _wait_done(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
     b.position_at_end(check)
     b.cbranch(ready(b), up, wait)
     b.position_at_end(wait)
-    b.call(g.wait, [g.done, g.mutex])
+    b.call(g.wait, [cv, g.mutex])
     b.branch(check)
     b.position_at_end(up)
-    g.add(b, WAITING, -1)
+    g.add(b, count, -1)
     b.call(g.unlock, [g.mutex])
-    b.branch(done)
-    b.position_at_end(done)
 
 
 def _quiesce(m: ir.Module, g: _Globals) -> None:
