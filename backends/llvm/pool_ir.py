@@ -8,6 +8,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
+from .loops import loop
 from .pool_layout import (
     ACTIVE,
     AUTO,
@@ -480,8 +481,11 @@ def _revocable_ctx(b: ir.IRBuilder, ctx: ir.Value, g: _Globals | None) -> ir.Val
     tag = b.and_(b.add(g.add(b, TJOB, 1), i64(1)), i64(0xFFFFFFFF))
     total = b.load(word(ctx, T_TOTAL), typ=I64)
     free = b.shl(tag, i64(3))
-    with _counted(b, total) as t:
+    def init(t: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
         b.store_atomic(b.or_(free, i64(T_FREE)), g.tile(b, t), "monotonic", 8)
+        return []
+
+    loop(b, 0, total, 1, [], init, "tiles.free")
     claim = b.or_(b.shl(tag, i64(32)), b.shl(total, i64(20)))
     b.store_atomic(claim, word(job, T_NEXT), "release", 8)
     return job
@@ -817,7 +821,7 @@ def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None,
         solo = b.icmp_signed(">", g.get(b, SOLO), i64(0))
         auto = _auto_alone(b, g)
         if g.linux:  # (the holder's CPU clock: pthread_getcpuclockid)
-            tiles = b.mul(b.sdiv(b.add(dim, b.sub(step, i64(1))), step), nb)
+            tiles = b.mul(_ceil_div(b, dim, step), nb)
             crowded = b.or_(auto, b.icmp_signed(">", g.get(b, NOSPIN), i64(0)))
             macs = b.mul(b.mul(b.mul(args[3], args[4]), args[5]), nb)
             big = b.icmp_signed(">=", macs, i64(REVOC_MIN_MACS))
@@ -827,7 +831,7 @@ def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None,
                           b.icmp_signed("<=", tiles, i64(TILE_CAP)))
             revoc = b.and_(b.and_(wanted, fits), b.not_(solo))
         step = b.select(b.and_(b.or_(solo, auto), b.not_(revoc)), dim, step)
-    per = b.sdiv(b.add(dim, b.sub(step, i64(1))), step)
+    per = _ceil_div(b, dim, step)
     total = b.mul(per, nb)
     for k, v in ((T_NEXT, i64(0)), (T_TOTAL, total), (T_PER, per), (T_DIM, dim),
                  (T_STEP, step), (T_AXIS, axis), (T_TA, b.sext(args[1], I64)),
@@ -852,32 +856,8 @@ def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None,
     b.ret_void()
 
 
-class _counted:
-    """``with _counted(b, n) as i:`` emits a loop of ``i`` from 0 to ``n`` - 1."""
-
-    def __init__(self, b: ir.IRBuilder, n: ir.Value) -> None:
-        self.b, self.n = b, n
-
-    def __enter__(self) -> ir.Value:
-        b = self.b
-        f = b.function
-        self.entry = b.block
-        self.top = f.append_basic_block("count.top")
-        self.body = f.append_basic_block("count.body")
-        self.out = f.append_basic_block("count.out")
-        b.branch(self.top)
-        b.position_at_end(self.top)
-        self.i = b.phi(I64)
-        self.i.add_incoming(i64(0), self.entry)
-        b.cbranch(b.icmp_signed("<", self.i, self.n), self.body, self.out)
-        b.position_at_end(self.body)
-        return self.i
-
-    def __exit__(self, *exc: object) -> None:
-        b = self.b
-        self.i.add_incoming(b.add(self.i, i64(1)), b.block)
-        b.branch(self.top)
-        b.position_at_end(self.out)
+def _ceil_div(b: ir.IRBuilder, n: ir.Value, d: ir.Value) -> ir.Value:
+    return b.sdiv(b.add(n, b.sub(d, i64(1))), d)
 
 
 def _bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -889,6 +869,13 @@ def _bits(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 def _float(b: ir.IRBuilder, w: ir.Value, ft: ir.Type) -> ir.Value:
     return b.bitcast(w, F64) if ft == F64 else b.bitcast(b.trunc(w, I32), F32)
+
+
+def _ctx_word(b: ir.IRBuilder, ctx: ir.Value, k: int) -> ir.Value:
+    """Word ``k`` of a tiled GEMM's context. (Atomic: a helper may read the pool's copy
+    while a later job's caller writes it; what it read is used only once its claim
+    proves it was this job's.)"""
+    return b.load_atomic(b.gep(ctx, [i64(k)], source_etype=I64), "monotonic", 8, typ=I64)
 
 
 class _Tile:
@@ -918,10 +905,7 @@ class _Tile:
         self.nn = b.select(rows, get(T_N), n)
 
     def get(self, k: int) -> ir.Value:
-        """(Atomic: a helper may read the pool's context while a later job's caller
-        writes it; what it read is used only once its claim proves it was this job's.)"""
-        return self.b.load_atomic(self.b.gep(self.ctx, [i64(k)], source_etype=I64),
-                                  "monotonic", 8, typ=I64)
+        return _ctx_word(self.b, self.ctx, k)
 
     def at(self, k: int, elems: ir.Value) -> ir.Value:
         b = self.b
@@ -940,10 +924,13 @@ class _Tile:
              lds: ir.Value) -> None:
         """The tile's ``mm`` rows of ``nn`` elements from ``src`` to ``dst``."""
         b, size = self.b, self.size
-        with _counted(b, self.mm) as r:
-            row = lambda p, ld: b.gep(p, [b.mul(b.mul(r, ld), i64(size))],  # noqa: E731
-                                      source_etype=I8)
-            b.call(g.memcpy, [row(dst, ldd), row(src, lds), b.mul(self.nn, i64(size))])
+        def row(r: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+            at = lambda p, ld: b.gep(p, [b.mul(b.mul(r, ld), i64(size))],  # noqa: E731
+                                     source_etype=I8)
+            b.call(g.memcpy, [at(dst, ldd), at(src, lds), b.mul(self.nn, i64(size))])
+            return []
+
+        loop(b, 0, self.mm, 1, [], row, "tile.copy")
 
 
 def _tile_chunks(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size: int,
@@ -966,8 +953,7 @@ def _tile_chunks(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size
     f.linkage = "internal"
     ctx, slot = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    get = lambda k: b.load_atomic(b.gep(ctx, [i64(k)], source_etype=I64),  # noqa: E731
-                                  "monotonic", 8, typ=I64)
+    get = lambda k: _ctx_word(b, ctx, k)  # noqa: E731
     ts = b.alloca(I64, 2)
     scratch, cap = b.alloca(PTR), b.alloca(I64)
     clk = b.alloca(I32)
@@ -1070,7 +1056,7 @@ def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, f
     that, or a claim never announced, loses it (``STEAL_MODE`` 2: at once).
     A tile being copied in (COMMIT) is waited for."""
     f = b.function
-    get = lambda k: b.load(b.gep(ctx, [i64(k)], source_etype=I64), typ=I64)  # noqa: E731
+    get = lambda k: _ctx_word(b, ctx, k)  # noqa: E731
     slot = lambda p, t: b.gep(p, [t], source_etype=I64)  # noqa: E731
     total = get(T_TOTAL)
     b.call(g.memset, [since, ir.Constant(I32, 0), b.mul(total, i64(8))])
