@@ -9,6 +9,7 @@ other threads switch it on and off, and a fork()ed child gets a working pool."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import subprocess
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,19 @@ import yota
 pytestmark = pytest.mark.skipif(not host().blas, reason="no BLAS bound: GEMMs run as loops")
 
 DT = {"f32": np.float32, "f64": np.float64}
+MIGRATES = host().triple.startswith("x86_64") and sys.platform.startswith("linux")
+
+
+@contextlib.contextmanager
+def _modes(fiber: int, steal: int) -> Iterator[None]:
+    """The pool's ``fiber_mode`` and ``steal_mode`` for a block, the defaults after."""
+    pool.fiber_mode(fiber)
+    pool.steal_mode(steal)
+    try:
+        yield
+    finally:
+        pool.fiber_mode(0)
+        pool.steal_mode(0)
 
 
 def _product(m: int, k: int, n: int, ta: bool, tb: bool, dtype: str, batch: tuple[int, ...] = ()):
@@ -156,9 +171,14 @@ def _mlp(batch: int, sizes: tuple[int, ...]):
     return b.build([b.sum(b.mul(h, h), axes=(0, 1))])
 
 
-def test_tiled_gradient_from_many_threads() -> None:
+@pytest.mark.parametrize("migrating", [False, True], ids=["fixed", "migrating"])
+def test_tiled_gradient_from_many_threads(migrating: bool) -> None:
     """Eight Python threads call one compiled gradient whose GEMMs are tiled (the pool
-    serves one job at a time; the others run their tiles alone): every result right."""
+    serves one job at a time; the others run their tiles alone): every result right.
+    ``migrating``: with every program that finds the pool free a migrating one, its
+    products revocable jobs (``fiber_mode`` 1, ``steal_mode`` 1)."""
+    if migrating and not MIGRATES:
+        pytest.skip("migrating programs need glibc's ucontext on x86-64 Linux")
     fn = _mlp(96, (160, 128, 64))
     g = optimize(vjp(fn, list(range(len(fn.inputs)))))
     exe = native.compile(g, threads=2)
@@ -178,11 +198,43 @@ def test_tiled_gradient_from_many_threads() -> None:
                     return
 
     ts = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    before = pool.stats()
+    with _modes(1 if migrating else 0, 1 if migrating else 0):
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
     assert not errors, errors[0]
+    if migrating:
+        assert pool.stats()["migrating"] > before["migrating"]
+
+
+@pytest.mark.skipif(not MIGRATES, reason="migrating programs need glibc's ucontext on x86-64")
+@pytest.mark.parametrize("steal", [1, 2])
+def test_migrating_program_gives_the_same_bits(steal: int) -> None:
+    """A migrating program (``fiber_mode`` 1: whenever the pool is free; its large
+    products revocable jobs through ``steal_mode`` 1, any of whose tiles any thread of
+    the pool computes, or 2, where a thread with no tile left to claim takes back every
+    tile another holds) gives the bits of the same program fixed to its calling thread,
+    100 calls of an MLP's gradient with tiled GEMMs and split kernels; its products are
+    counted as migrating jobs, its split kernels run on the thread that carries it."""
+    fn = _mlp(96, (160, 128, 64))
+    g = optimize(vjp(fn, list(range(len(fn.inputs)))))
+    exe = native.compile(g, threads=2, par_work=0)
+    rng = np.random.default_rng(17)
+    args = [(rng.standard_normal(v.shape) * 0.2).astype(v.dtype) for v in g.inputs]
+    with _modes(2, steal):
+        want = exe(*args)
+    before = pool.stats()
+    with _modes(1, steal):
+        for _ in range(100):
+            for x, y in zip(exe(*args), want, strict=True):
+                np.testing.assert_array_equal(x, y)
+    after = pool.stats()
+    assert after["migrating"] - before["migrating"] >= 100, (before, after)
+    ref = run(g, *args)
+    for x, y in zip(want, ref, strict=True):
+        np.testing.assert_allclose(x, y, rtol=2e-4, atol=2e-4)
 
 
 def test_front_end_gradient_with_tiles_matches_interpreter() -> None:
@@ -337,6 +389,12 @@ def test_forked_child_gets_a_working_pool() -> None:
                 for _ in range(20):
                     ok = ok and not (np.abs(exe(A, B)[0] - want) > bound).any()
                 ok = ok and pool.stats()["jobs"] - jobs == 20
+                if MIGRATES:  # and as a migrating program
+                    moved = pool.stats()["migrating"]
+                    with _modes(1, 1):
+                        for _ in range(20):
+                            ok = ok and not (np.abs(exe(A, B)[0] - want) > bound).any()
+                    ok = ok and pool.stats()["migrating"] - moved == 20
             except BaseException:
                 ok = False
             os._exit(0 if ok else 1)
@@ -448,16 +506,24 @@ def _colsum() -> tuple[Any, np.ndarray]:
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs per-thread CPU affinity and two allowed CPUs")
-def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
+@pytest.mark.parametrize("migrating", [True, False], ids=["migrating", "fixed"])
+def test_crowded_cores_make_tiles_revocable_and_other_jobs_run_alone(migrating: bool) -> None:
     """With a busy process on each of two CPUs, the caller on one and the helpers on
     the other: the tiled products become revocable jobs (``revocable`` counts them;
-    tiles taken back from a helper the OS does not run, ``stolen``, are seldom here, 0-10
+    tiles taken back from a thread the OS does not run, ``stolen``, are seldom here, 0-10
     in hundreds of products: ``test_abandoned_tiles_never_outlive_the_call`` takes them
-    back on purpose), every product right; shared jobs of split kernels stall (the caller waits for a helper
-    the OS does not run) while the caller's core is crowded, and the pool then runs
-    them alone (``auto``), and at the end of a back-off more threads are runnable than
-    the job has slots, so it goes on (``kept``). ``back_off(0)`` ends it: the next job
-    is shared again."""
+    back on purpose), every product right.
+
+    ``migrating`` (the default on x86-64 Linux, ``pool.fiber_mode(0)``): the programs
+    run as migrating programs (``migrating`` counts their jobs), whose split kernels run
+    alone on the thread that carries the program (no job of them is joined). Fixed to
+    the calling thread (``fiber_mode(2)``): shared jobs of split kernels stall (the
+    caller waits for a helper the OS does not run) while the caller's core is crowded,
+    and the pool then runs them alone (``auto``), and at the end of a back-off more
+    threads are runnable than the job has slots, so it goes on (``kept``).
+    ``back_off(0)`` ends it: the next job is shared again."""
+    if migrating and not MIGRATES:
+        pytest.skip("migrating programs need glibc's ucontext on x86-64 Linux")
     tiled, A, B, want = _shared_product()
     colsum, X = _colsum()
     sums = colsum(X)
@@ -467,6 +533,7 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
     spin = "import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\nwhile True: pass"
     busy = [subprocess.Popen([sys.executable, "-c", spin, str(cpu)]) for cpu in (c, d)]
     try:
+        pool.fiber_mode(0 if migrating else 2)
         os.sched_setaffinity(0, {d})
         for h in helpers:
             os.sched_setaffinity(h, {c})
@@ -478,21 +545,12 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
             _close(tiled(A, B)[0], want, A, B, 300)
         after = pool.stats()
         assert after["revocable"] >= before["revocable"] + 20, after
-        while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
-            for got, ref in zip(colsum(X), sums, strict=True):
-                np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
-        after = pool.stats()
-        assert after["auto"] > before["auto"], ("auto", after)
-        assert after["stalls"] > before["stalls"]  # what set it off
-        if (os.cpu_count() or 0) <= 2:  # the machine's CPUs (CI's 2-core machines)
-            # at the back-off's last job three threads are runnable for two CPUs (the
-            # caller and the two busy processes; /proc/loadavg): it is kept going
-            while pool.stats()["kept"] == before["kept"] and time.monotonic() < deadline:
-                colsum(X)
-            assert pool.stats()["kept"] > before["kept"], pool.stats()
-        for _ in range(3):  # during the back-off: products still right
+        (_crowded_split_kernels_migrate if migrating else _crowded_split_kernels_back_off)(
+            colsum, X, sums, before, deadline)
+        for _ in range(3):  # still right
             _close(tiled(A, B)[0], want, A, B, 300)
     finally:
+        pool.fiber_mode(0)
         for p in busy:
             p.kill()
             p.wait()
@@ -500,10 +558,45 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_back_off() -> None:
         for h in helpers:
             os.sched_setaffinity(h, allowed)
     pool.back_off(0)
-    before = pool.stats()
-    _close(tiled(A, B)[0], want, A, B, 300)
-    after = pool.stats()
+    pool.fiber_mode(2)  # (a crowded window may still be counted: the next job is the
+    try:                 # pool's own, shared)
+        before = pool.stats()
+        _close(tiled(A, B)[0], want, A, B, 300)
+        after = pool.stats()
+    finally:
+        pool.fiber_mode(0)
     assert after["jobs"] == before["jobs"] + 1 and after["auto"] == before["auto"]
+
+
+def _crowded_split_kernels_migrate(colsum: Any, X: np.ndarray, sums: list[np.ndarray],
+                                   before: dict[str, int], deadline: float) -> None:
+    """(Crowded cores, migrating programs:) split kernels run on the program's thread."""
+    after = pool.stats()
+    assert after["migrating"] >= before["migrating"] + 10, after
+    for _ in range(20):
+        for got, ref in zip(colsum(X), sums, strict=True):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    end = pool.stats()
+    assert end["jobs"] > after["jobs"] and end["joined"] == after["joined"], (after, end)
+
+
+def _crowded_split_kernels_back_off(colsum: Any, X: np.ndarray, sums: list[np.ndarray],
+                                    before: dict[str, int], deadline: float) -> None:
+    """(Crowded cores, programs fixed to their calling thread:) shared split kernels
+    stall, then run alone (``auto``), and the back-off is kept going (``kept``)."""
+    assert pool.stats()["migrating"] == before["migrating"]
+    while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
+        for got, ref in zip(colsum(X), sums, strict=True):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
+    after = pool.stats()
+    assert after["auto"] > before["auto"], ("auto", after)
+    assert after["stalls"] > before["stalls"]  # what set it off
+    if (os.cpu_count() or 0) <= 2:  # the machine's CPUs (CI's 2-core machines)
+        # at the back-off's last job three threads are runnable for two CPUs (the
+        # caller and the two busy processes; /proc/loadavg): it is kept going
+        while pool.stats()["kept"] == before["kept"] and time.monotonic() < deadline:
+            colsum(X)
+        assert pool.stats()["kept"] > before["kept"], pool.stats()
 
 
 def _tiles_call(dtype: str) -> Any:
@@ -521,13 +614,13 @@ def _tiles_call(dtype: str) -> Any:
 @pytest.mark.parametrize("axis", [0, 1])
 @pytest.mark.parametrize("mode", [1, 2])
 def test_revocable_tiles_give_the_tiled_product(dtype: str, axis: int, mode: int) -> None:
-    """Revocable tiles (``steal_mode`` 1: whenever shared; 2: every tile a helper holds
-    taken back as soon as the caller has none left, so helpers abandon tiles on most
-    jobs): ``C = alpha A B + beta C`` on row or column tiles, batched, equals NumPy's
-    within the BLAS bound, and the same bits on every call (a tile is one BLAS call on
-    the same block whoever computes it: the helper into its scratch, the caller into
-    C); C's block is read before the helper's product where beta reads it. (Tiles this
-    small are seldom taken back: the next test makes sure that happens.)"""
+    """Revocable tiles (``steal_mode`` 1: whenever shared; 2: every tile another thread
+    holds taken back as soon as a thread has none left to claim, so threads abandon
+    tiles on most jobs): ``C = alpha A B + beta C`` on row or column tiles, batched,
+    equals NumPy's within the BLAS bound, and the same bits on every call (a tile is
+    one BLAS call on the same block, into the scratch of whoever computes it); C's block
+    is read into the scratch first where beta reads it. (Tiles this small are seldom
+    taken back: the next test makes sure that happens.)"""
     if not pool.single_threaded():
         pytest.skip("the pool's tiled GEMMs split only with Yota's own BLAS instance")
     call = _tiles_call(dtype)
@@ -561,13 +654,17 @@ def test_revocable_tiles_give_the_tiled_product(dtype: str, axis: int, mode: int
     assert pool.stats()["revocable"] >= before["revocable"] + 151
 
 
-def test_abandoned_tiles_never_outlive_the_call() -> None:
-    """A helper whose tile was taken back may still be reading the tile's operands; the
+@pytest.mark.parametrize("migrating", [False, True], ids=["fixed", "migrating"])
+def test_abandoned_tiles_never_outlive_the_call(migrating: bool) -> None:
+    """A thread whose tile was taken back may still be reading the tile's operands; the
     generated program waits for it before it returns (``yota_pool_quiesce``), so the
     caller may free them at once. Fresh operands of 1 MB and more each call (NumPy
     maps such arrays and unmaps them on free: a read after that would crash this
-    process), every tile a helper holds taken back, from four threads at once, until
-    tiles were taken back at least five times (9 or so in 100 calls here)."""
+    process), every tile another thread holds taken back, from four threads at once,
+    until tiles were taken back at least five times (9 or so in 100 calls here);
+    ``migrating``: each program that finds the pool free a migrating one."""
+    if migrating and not MIGRATES:
+        pytest.skip("migrating programs need glibc's ucontext on x86-64 Linux")
     if not pool.single_threaded():
         pytest.skip("the pool's tiled GEMMs split only with Yota's own BLAS instance")
     fn = _product(256, 512, 384, False, False, "f64")
@@ -593,15 +690,14 @@ def test_abandoned_tiles_never_outlive_the_call() -> None:
             del A, B
             calls += 1
 
-    try:
-        pool.steal_mode(2)
+    with _modes(1 if migrating else 0, 2):
         ts = [threading.Thread(target=work, args=(s,)) for s in range(4)]
         for t in ts:
             t.start()
         for t in ts:
             t.join()
-    finally:
-        pool.steal_mode(0)
     assert not errors, errors[0]
     after = pool.stats()
     assert after["stolen"] >= before["stolen"] + 5, after
+    if migrating:
+        assert after["migrating"] > before["migrating"], after

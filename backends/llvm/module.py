@@ -16,7 +16,8 @@ from yota.ir.core import Function
 from .abi import ENTRY, ENTRY_OBJ  # defined there for the loading side
 from .emit import EMITTERS
 from .lower import FnGen, ModuleGen, Options
-from .pool import GEMM_TILES, QUIESCE_SYMBOL
+from .pool import GEMM_TILES, QUIESCE_SYMBOL, RUN_SYMBOL
+from .pool import SYMBOL as POOL_SYMBOL
 from .target import ARRAY_ABI, Target
 from .types import I1, I8, I32, I64, PTR, VOID, declare, i64
 
@@ -31,8 +32,13 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
     slots = b.alloca(ir.ArrayType(PTR, nptr + 1))
     for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
         b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
-    rc = b.call(main, [slots])
-    if any(name in mg.module.globals for name in GEMM_TILES.values()):
+    tiles = any(name in mg.module.globals for name in GEMM_TILES.values())
+    if tiles or POOL_SYMBOL in mg.module.globals:  # the program may migrate (pool.py)
+        run = declare(mg.module, RUN_SYMBOL, I32, [PTR, PTR, I64])
+        rc = b.call(run, [main, slots, i64(options.threads)])
+    else:
+        rc = b.call(main, [slots])
+    if tiles:
         # a helper may still read a revocable tile's operands (pool.py): not past here
         b.call(declare(mg.module, QUIESCE_SYMBOL, VOID, []), [])
     b.ret(rc)

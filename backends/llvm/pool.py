@@ -61,23 +61,42 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
 
 - Revocable tiles (``pool_ir._tile_chunks``): while the cores are crowded (the automatic
   back-off, or spinning off) a tiled GEMM's job is shared all the same, on the pool's own
-  copy of its context, and a tile held by a helper the OS does not run is taken back: a
-  helper computes its tile into a scratch buffer and copies it into C only if it wins
-  the tile's state word; the caller, its own tiles done, takes back a tile whose
-  holder's CPU clock (``pthread_getcpuclockid``) advanced less than a quarter of
-  ``STEAL_NS`` over that long, and computes it itself. A helper that joined such a job
-  has left it for the job's drain as soon as it read it (it touches only the pool's
-  copy), and one that lost its tile leaves at once; generated code that uses the tiled
-  GEMMs calls ``yota_pool_quiesce`` before it returns, which waits until no helper is
-  still reading a taken-back tile's operands (``STALE``). W3 beside two busy
-  processes: 7.0 ms per call against 7.6-8.1 with its jobs alone, W9 8.1 against 9.3.
+  copy of its context, and a tile held by a thread the OS does not run is taken back:
+  each thread computes its tile into a scratch buffer and copies it into C only if it
+  wins the tile's state word; a thread with no tile left to claim takes back a tile
+  whose holder's CPU clock (``pthread_getcpuclockid``) advanced less than a quarter of
+  ``STEAL_NS`` over that long, and computes it the same way (the caller's tiles too:
+  the job is done when every tile is, and the caller waits for that). A helper that
+  joined such a job has left it for the job's drain as soon as it read it (it touches
+  only the pool's copy), and one that lost its tile leaves at once; generated code that
+  uses the tiled GEMMs calls ``yota_pool_quiesce`` before it returns, which waits until
+  no thread is still reading a taken-back tile's operands (``STALE``). W3 beside two
+  busy processes: 7.0 ms per call against 7.6-8.1 with its jobs alone, W9 8.1 against
+  9.3 (before migrating programs, below).
+
+- Migrating programs (``pool_ir._run``): while the cores are crowded, a program that only
+  its calling thread can carry on stops whenever the OS runs something else on that
+  core (W3 beside two busy processes, per call: the caller ran 3.2 ms and waited 2.5 ms
+  for its core, the helper ran 0.7 ms: ``tools/pool_ab.py --threads``). Generated code
+  enters through ``yota_pool_run(main, args, threads)``, which then runs the program on
+  a stack of its own (glibc's ucontext, x86-64 Linux) that any of the pool's threads
+  carries on: at a revocable tiled GEMM the program stops, the thread it ran on posts
+  the job and joins it like the others, and the thread that sees its last tile DONE
+  carries the program on; other jobs run on the thread that carries it, as in the
+  back-off. The calling thread joins the jobs too and returns once the program
+  finished. Any thread takes back a tile whose holder the OS does not run, the
+  caller's included, so neither a descheduled helper nor the descheduled caller holds
+  the program. W3 beside two busy processes: 5.3-5.5 ms per call against 6.6 ms fixed
+  to the caller (JAX 5.6-5.7; ``tools/pool_ab.py``). ``fiber_mode(n)``: 0 while crowded
+  (the default), 1 always, 2 never.
 
 ``yota_pool_stats(i64 *out)`` copies the pool's counters (``STATS``: jobs posted, jobs
 run alone on request, jobs a helper joined, stalls, crowded windows, helper moves, jobs
 run alone by the automatic back-off, back-offs kept going, revocable jobs, tiles taken
-back) for ``stats()``; ``yota_pool_back_off(n)``, ``yota_pool_steal_mode(n)`` (when tiles
-are revocable: ``steal_mode``), ``yota_pool_quiesce()`` and ``yota_pool_reset()`` (after
-fork) are its other exports.
+back, jobs of migrating programs) for ``stats()``; ``yota_pool_back_off(n)``,
+``yota_pool_steal_mode(n)`` (when tiles are revocable: ``steal_mode``),
+``yota_pool_fiber_mode(n)``, ``yota_pool_run(main, args, threads)``,
+``yota_pool_quiesce()`` and ``yota_pool_reset()`` (after fork) are its other exports.
 
 When BLAS is bound, the module also holds the tiled GEMMs (``yota_sgemm_tiles``,
 ``yota_dgemm_tiles``): the CBLAS arguments of a row-major ``C = op(A) op(B)`` plus a batch
@@ -100,10 +119,12 @@ from .blas import single_threaded
 from .jit import runtime_module
 from .pool_layout import (  # noqa: F401  (the pool's public names)
     BACKOFF_SYMBOL,
+    FIBER_MODE_SYMBOL,
     GEMM_TILES,
     HELPER_NAME,
     QUIESCE_SYMBOL,
     RESET_SYMBOL,
+    RUN_SYMBOL,
     STATS,
     STATS_SYMBOL,
     STEAL_MODE_SYMBOL,
@@ -127,7 +148,8 @@ def ensure_pool() -> None:
             target = host()
             tiles = target.blas and target.threads > 1 and single_threaded()
             names = [SYMBOL, STATS_SYMBOL, RESET_SYMBOL, BACKOFF_SYMBOL, QUIESCE_SYMBOL,
-                     STEAL_MODE_SYMBOL, *(GEMM_TILES.values() if target.blas else ())]
+                     STEAL_MODE_SYMBOL, RUN_SYMBOL, FIBER_MODE_SYMBOL,
+                     *(GEMM_TILES.values() if target.blas else ())]
             # compiled once; later processes read its object code by this spec, without
             # building the IR or importing llvmlite's binding (jit.runtime_module)
             spec = {"module": "pool", "triple": target.triple, "blas": target.blas,
@@ -148,8 +170,8 @@ def stats() -> dict[str, int]:
     off its caller's CPU (``pool_ir._move_off``), jobs run alone by the automatic back-off
     after stalls (``pool_ir._adapt``), the back-offs kept going because more threads
     were runnable than there are cores (``pool_ir._oversubscribed``), tiled GEMMs run as
-    revocable jobs, and tiles taken back from a helper the OS did not run
-    (``pool_ir._tile_chunks``)."""
+    revocable jobs, tiles taken back from a thread the OS did not run
+    (``pool_ir._tile_chunks``), and jobs of migrating programs (``pool_ir._run``)."""
     if _engine is None:
         return dict.fromkeys(STATS, 0)
     out = (ctypes.c_int64 * len(STATS))()
@@ -173,6 +195,14 @@ def steal_mode(mode: int) -> None:
     exercises the helpers' abandoned tiles on every job)."""
     ensure_pool()
     ctypes.CFUNCTYPE(None, ctypes.c_int64)(_addresses[STEAL_MODE_SYMBOL])(max(0, int(mode)))
+
+
+def fiber_mode(mode: int) -> None:
+    """Migrating programs (``pool_ir._run``: the program runs on a stack of its own that
+    any of the pool's threads carries on from one parallel job to the next): 0 while the
+    cores are crowded (the default), 1 always, 2 never (x86-64 Linux; elsewhere never)."""
+    ensure_pool()
+    ctypes.CFUNCTYPE(None, ctypes.c_int64)(_addresses[FIBER_MODE_SYMBOL])(max(0, int(mode)))
 
 
 def _reset_in_child() -> None:

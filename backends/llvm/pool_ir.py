@@ -4,8 +4,6 @@ process that reads it from the object cache."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import llvmlite.ir as ir
 
 from .loops import loop
@@ -21,18 +19,33 @@ from .pool_layout import (
     CLEAN,
     CROWDED,
     CTX,
+    F_FINISHED,
+    F_RUNNING,
+    F_SUSPENDED,
+    FARG,
+    FFN,
+    FHOME,
+    FIBER_MODE_SYMBOL,
+    FIBER_SET,
+    FIBER_STACK,
+    FMODE,
     FN,
+    FRC,
+    FSTACK,
+    FSTATE,
     GEMM_TILES,
     GEN,
     H_CROWDED,
     HELPER_NAME,
     HELPERS,
     IDLE_SPIN_NS,
+    JOBSEQ,
     LINE,
     MASK_WORDS,
     N_ALONE,
     N_AUTO,
     N_CROWDED,
+    N_FIBER,
     N_JOBS,
     N_JOINED,
     N_KEPT,
@@ -45,12 +58,17 @@ from .pool_layout import (
     NSLOTS,
     NWORDS,
     OPEN,
+    PCTX,
+    PFN,
+    PNSLOTS,
     PR_SET_NAME,
     QUIESCE_SYMBOL,
     QUIET_WINDOWS,
     RESET_SYMBOL,
+    RESUME,
     REVJOB,
     REVOC_MIN_MACS,
+    RUN_SYMBOL,
     SLEEPERS,
     SOLO,
     SPIN_NS,
@@ -65,11 +83,11 @@ from .pool_layout import (
     T_DONE,
     T_FREE,
     T_HELD,
-    T_STOLEN,
     THREAD_CPU,
     TILE_CAP,
     TILE_EXTRA,
     TJOB,
+    UCONTEXT,
     WAITING,
     WIN_CPU,
     WIN_OWN,
@@ -93,6 +111,8 @@ def module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
     _back_off(m, g)
     _quiesce(m, g)
     _steal_mode(m, g)
+    _fiber_mode(m, g)
+    _run(m, g, helper)
     if blas:
         revocable = _parallel(m, g, helper, revocable=True) if tiles else None
         for dt in GEMM_TILES:
@@ -128,6 +148,8 @@ class _Globals:
         self.tctx.initializer = ir.Constant(ir.ArrayType(I64, 4 * LINE), None)
         self.tctx.align = 64
         self.tctx.linkage = "internal"
+        # the migrating program's context (_run): a glibc ucontext_t
+        self.fiber = blob("yota_pool_fiber", UCONTEXT)
         d = lambda n, r, a: _declare(m, n, r, a)  # noqa: E731
         self.lock = d("pthread_mutex_lock", I32, [PTR])
         self.trylock = d("pthread_mutex_trylock", I32, [PTR])
@@ -155,6 +177,23 @@ class _Globals:
             self.read = d("read", I64, [I32, PTR, I64])
             self.close = d("close", I32, [I32])
             self.nprocs = d("get_nprocs", I32, [])
+        # a program that moves between threads (_run): glibc's ucontext on x86-64 Linux
+        self.fibers = self.linux and self.triple.startswith("x86_64")
+        if self.fibers:
+            self.getcontext = d("getcontext", I32, [PTR])
+            self.setcontext = d("setcontext", I32, [PTR])
+            self.swapcontext = d("swapcontext", I32, [PTR, PTR])
+            self.makecontext = ir.Function(
+                m, ir.FunctionType(VOID, [PTR, PTR, I32], var_arg=True), "makecontext")
+            self.mmap = d("mmap", PTR, [PTR, I64, I32, I32, I32, I64])
+            self.mprotect = d("mprotect", I32, [PTR, I64, I32])
+
+    def fiber_fns(self, m: ir.Module) -> tuple[ir.Function, ir.Function]:
+        """The migrating program's ``fjoin`` and ``drive`` (built once)."""
+        if not hasattr(self, "_fiber_fns"):
+            fjoin = _fjoin(m, self)
+            self._fiber_fns = (fjoin, _drive(m, self, fjoin))
+        return self._fiber_fns
 
     def cpu(self, b: ir.IRBuilder) -> ir.Value:
         """The CPU this thread runs on (-1 where unknown)."""
@@ -232,7 +271,13 @@ def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
     thread spun for shares its core (busy processes on every core), it runs then
     instead of waiting for the spinner's time slice to end."""
     start = g.now(b, ts)
-    limit = b.select(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)), i64(0), i64(spin_ns))
+    # (a helper between a migrating program's jobs keeps spinning, without yielding its
+    # core: one that slept waits out a busy process's time slice once woken)
+    fib = ir.Constant(ir.IntType(1), 0)
+    if tag == "idle" and g.fibers:
+        fib = b.icmp_unsigned("!=", g.get(b, FMODE), i64(0))
+    crowd = b.and_(b.icmp_signed(">", g.get(b, NOSPIN), i64(0)), b.not_(fib))
+    limit = b.select(crowd, i64(0), i64(spin_ns))
     entry = b.block
     top = f.append_basic_block(f"{tag}.spin")
     body = f.append_basic_block(f"{tag}.pause")
@@ -246,11 +291,12 @@ def _spin(f: ir.Function, b: ir.IRBuilder, g: _Globals, ts: ir.Value,
     g.pause(b)
     i2 = b.add(i, i64(1))
     i.add_incoming(i2, body)
-    i.add_incoming(i2, clock)
     b.cbranch(b.icmp_unsigned("==", b.and_(i2, i64(63)), i64(0)), clock, top)
     b.position_at_end(clock)
     if YIELD:
-        b.call(g.yield_, [])
+        with b.if_then(b.not_(fib)):
+            b.call(g.yield_, [])
+    i.add_incoming(i2, b.block)
     late = b.icmp_signed(">", b.sub(g.now(b, ts), start), limit)
     b.cbranch(late, miss, top)
 
@@ -264,6 +310,9 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     seen = b.alloca(I64)
     ts = b.alloca(I64, 2)
     masks = (b.alloca(I64, MASK_WORDS), b.alloca(I64, MASK_WORDS))
+    home = b.alloca(I8, UCONTEXT)  # this thread's own context while it carries a program on
+    home.align = 64
+    counted = b.alloca(ir.IntType(1))
     g.name_thread(b)
     b.store(g.get(b, GEN, "acquire"), seen)
     top = f.append_basic_block("idle")
@@ -283,9 +332,18 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
 
     b.position_at_end(woke)  # count in, then look: the caller closes, then counts
     b.store(g.get(b, GEN, "acquire"), seen)
+    if g.fibers:  # a migrating program's job (_run): join it, carry it on if ours
+        fjoin, drive = g.fiber_fns(m)
+        fiber = f.append_basic_block("fiber")
+        pool = f.append_basic_block("pool")
+        b.cbranch(b.icmp_unsigned("!=", g.get(b, FMODE, "seq_cst"), i64(0)), fiber, pool)
+        b.position_at_end(fiber)
+        with b.if_then(b.call(fjoin, [seen])):
+            b.call(drive, [home, seen])
+        b.branch(top)
+        b.position_at_end(pool)
     _move_off(b, g, masks)
     g.add(b, ACTIVE, 1)
-    counted = b.alloca(ir.IntType(1))
     b.store(ir.Constant(ir.IntType(1), 1), counted)
     with b.if_then(b.icmp_unsigned("!=", g.get(b, OPEN, "seq_cst"), i64(0))):
         slot = g.add(b, NEXT, 1)
@@ -356,13 +414,13 @@ def _move_off(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value]) ->
 
 
 class _FnPtr(ir.Value):
-    """An opaque pointer called as ``void (ptr, i64)`` (llvmlite's ``call`` wants to
-    see a function type on its callee)."""
+    """An opaque pointer called as ``void (ptr, i64)``, or as ``ftype`` (llvmlite's
+    ``call`` wants to see a function type on its callee)."""
 
-    def __init__(self, ptr: ir.Value) -> None:
+    def __init__(self, ptr: ir.Value, ftype: ir.FunctionType = CHUNKS_TYPE) -> None:
         self.ptr = ptr
-        self.type = ir.PointerType(CHUNKS_TYPE)
-        self.function_type = CHUNKS_TYPE
+        self.type = ir.PointerType(ftype)
+        self.function_type = ftype
 
     def get_reference(self) -> str:
         return self.ptr.get_reference()
@@ -385,6 +443,22 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = 
     ts = b.alloca(I64, 2)
     alone = f.append_basic_block("alone")
     owned = f.append_basic_block("owned")
+    if g.fibers:  # a migrating program's job (_run): the program holds the pool; a
+        pool = f.append_basic_block("pool")  # revocable one moves it, others run here
+        fiber = f.append_basic_block("fiber")
+        b.cbranch(_on_fiber(b, g, ts), fiber, pool)
+        b.position_at_end(fiber)
+        if revocable:
+            g.add(b, N_REVOC, 1, "monotonic")
+            _suspend(b, g, fn, _revocable_ctx(b, ctx, g), nslots)
+        else:  # (timed: the share of its core it got ends crowding, and so migrating)
+            g.add(b, N_JOBS, 1, "monotonic")
+            a0, ac0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+            b.call(_FnPtr(fn), [ctx, i64(0)])
+            _crowding(b, g, own=b.sub(g.now(b, ts), a0),
+                      cpu=b.sub(g.now(b, ts, THREAD_CPU), ac0))
+        b.ret_void()
+        b.position_at_end(pool)
     b.cbranch(b.icmp_signed("!=", b.call(g.trylock, [g.joblock]), ir.Constant(I32, 0)),
               alone, owned)
     b.position_at_end(alone)  # another job holds the pool: run every chunk here
@@ -450,6 +524,8 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = 
         b.call(g.unlock, [g.mutex])
     t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     b.call(_FnPtr(fn), [ctx, i64(0)])
+    if revocable:  # (the caller returns early if a helper took back its own tile)
+        _wait_done(f, b, g, ts, lambda b: _tiles_finished(b, ctx), "tiles")
     t1, c1 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     g.set(b, OPEN, i64(0), "seq_cst")
     _drain(f, b, g, ts)
@@ -461,6 +537,12 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = 
     b.call(g.unlock, [g.joblock])
     b.ret_void()
     return f
+
+
+def _tiles_finished(b: ir.IRBuilder, ctx: ir.Value) -> ir.Value:
+    """Whether every tile of the revocable job on ``ctx`` is DONE."""
+    done = b.load_atomic(b.gep(ctx, [i64(T_FINISHED)], source_etype=I64), "acquire", 8, typ=I64)
+    return b.icmp_signed("==", done, _ctx_word(b, ctx, T_TOTAL))
 
 
 def _revocable_ctx(b: ir.IRBuilder, ctx: ir.Value, g: _Globals | None) -> ir.Value:
@@ -478,11 +560,12 @@ def _revocable_ctx(b: ir.IRBuilder, ctx: ir.Value, g: _Globals | None) -> ir.Val
         if k != T_NEXT:
             b.store_atomic(b.load(word(ctx, k), typ=I64), word(job, k), "monotonic", 8)
     b.store_atomic(i64(1), word(job, T_REVOC), "monotonic", 8)
+    b.store_atomic(i64(0), word(job, T_FINISHED), "monotonic", 8)
     tag = b.and_(b.add(g.add(b, TJOB, 1), i64(1)), i64(0xFFFFFFFF))
     total = b.load(word(ctx, T_TOTAL), typ=I64)
-    free = b.shl(tag, i64(3))
+    free = _state(b, tag, T_FREE)
     def init(t: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
-        b.store_atomic(b.or_(free, i64(T_FREE)), g.tile(b, t), "monotonic", 8)
+        b.store_atomic(free, g.tile(b, t), "monotonic", 8)
         return []
 
     loop(b, 0, total, 1, [], init, "tiles.free")
@@ -747,7 +830,7 @@ def _stats(m: ir.Module, g: _Globals) -> None:
     f = ir.Function(m, ir.FunctionType(VOID, [PTR]), STATS_SYMBOL)
     b = ir.IRBuilder(f.append_basic_block("entry"))
     for j, k in enumerate((N_JOBS, N_ALONE, N_JOINED, N_STALLS, N_CROWDED, N_MOVED, N_AUTO,
-                           N_KEPT, N_REVOC, N_STOLEN)):
+                           N_KEPT, N_REVOC, N_STOLEN, N_FIBER)):
         b.store(g.get(b, k), b.gep(f.args[0], [i64(j)], source_etype=I64))
     b.ret_void()
 
@@ -776,6 +859,268 @@ def _reset(m: ir.Module, g: _Globals) -> None:
     b.ret_void()
 
 
+# -- the migrating program ----------------------------------------------------------------------
+# While the cores are crowded the calling thread gets a share of its core, and a program
+# that only it can carry on waits whenever the OS runs something else there: its helper
+# finishes the job at hand, then has nothing to do until the caller runs again (W3
+# beside two busy processes: the caller ran 3.2 ms and waited 2.5 ms per call, its
+# helper ran 0.7 ms; pool_ab.py --threads). So then the program itself runs on a stack
+# of its own (a ucontext, glibc's getcontext/makecontext/swapcontext), which any of the
+# pool's threads carries on: at a parallel job the program stops (``_parallel``), the
+# thread it ran on posts the job and joins it like any other (``_fjoin``), and whichever
+# thread finishes the job carries the program on to its next one (``_drive``), the
+# caller's thread or a helper. The tiles of a large GEMM are revocable then, so a thread
+# the OS stops never holds the job either.
+PROT_RW, PROT_NONE = 3, 0
+MAP_FLAGS = 0x02 | 0x20 | 0x4000 | 0x20000  # private, anonymous, no reserve, stack
+GUARD = 1 << 16  # bytes below the stack that fault instead of being overwritten
+UC_LINK, UC_STACK_SP, UC_STACK_SIZE = 8, 16, 32  # byte offsets in glibc's x86-64 ucontext_t
+MAIN_TYPE = ir.FunctionType(I32, [PTR])  # the generated program: i32 main(ptr args)
+
+
+def _on_fiber(b: ir.IRBuilder, g: _Globals, probe: ir.Value) -> ir.Value:
+    """Whether this code runs on the migrating program's stack (``probe``: an alloca of
+    the function's entry block) while such a program runs."""
+    if not g.fibers:
+        return ir.Constant(ir.IntType(1), 0)
+    off = b.sub(b.ptrtoint(probe, I64), g.get(b, FSTACK))
+    inside = b.icmp_unsigned("<", off, i64(FIBER_STACK))
+    return b.and_(b.icmp_unsigned("!=", g.get(b, FMODE), i64(0)), inside)
+
+
+def _suspend(b: ir.IRBuilder, g: _Globals, fn: ir.Value, ctx: ir.Value,
+             nslots: ir.Value) -> None:
+    """On the migrating program's stack: leave the revocable job on ``ctx`` (pending:
+    ``_drive`` posts it once this stack is saved) and switch to the thread's own stack;
+    back here once a thread finished the job."""
+    g.set(b, PFN, b.ptrtoint(fn, I64))
+    g.set(b, PCTX, b.ptrtoint(ctx, I64))
+    g.set(b, PNSLOTS, nslots)
+    g.add(b, N_JOBS, 1, "monotonic")
+    g.add(b, N_FIBER, 1, "monotonic")
+    g.set(b, FSTATE, i64(F_SUSPENDED), "seq_cst")
+    b.call(g.swapcontext, [g.fiber, b.inttoptr(g.get(b, FHOME, "seq_cst"), PTR)])
+
+
+def _fjoin(m: ir.Module, g: _Globals) -> ir.Function:
+    """``i1 fjoin(i64 *seen)``: join the migrating program's job that is open, if any, as
+    any thread does (slots from 0: the thread that posted it has no slot of its own; a
+    revocable tiled GEMM's, so counted out of ``ACTIVE`` once it has read the job);
+    the first to leave its chunks closes it (nothing is left to claim). Then, if every
+    tile is DONE, win the right to carry the program on (``RESUME``: the job's number,
+    taken by one thread). ``seen``: the job generation it looked at."""
+    f = ir.Function(m, ir.FunctionType(ir.IntType(1), [PTR]), "yota_pool_fjoin")
+    f.linkage = "internal"
+    (seen,) = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    ts = b.alloca(I64, 2)
+    counted, won = b.alloca(ir.IntType(1)), b.alloca(ir.IntType(1))
+    b.store(ir.Constant(ir.IntType(1), 0), won)
+    b.store(ir.Constant(ir.IntType(1), 0), counted)
+    b.store(g.get(b, GEN, "acquire"), seen)
+    join = f.append_basic_block("join")
+    tail = f.append_basic_block("tail")
+    o = g.get(b, OPEN, "seq_cst")
+    b.cbranch(b.icmp_unsigned("!=", o, i64(0)), join, tail)
+    b.position_at_end(join)  # count in, then look again (the publisher waits for ACTIVE 0)
+    g.add(b, ACTIVE, 1)
+    b.store(ir.Constant(ir.IntType(1), 1), counted)
+    with b.if_then(b.icmp_unsigned("==", g.get(b, OPEN, "seq_cst"), o)):
+        slot = g.add(b, NEXT, 1)
+        with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
+            fn = b.inttoptr(g.get(b, FN), PTR)
+            ctx = b.inttoptr(g.get(b, CTX), PTR)
+            b.store(ir.Constant(ir.IntType(1), 0), counted)
+            g.add(b, ACTIVE, -1)
+            t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
+            b.call(_FnPtr(fn), [ctx, slot])
+            _crowding(b, g, own=b.sub(g.now(b, ts), t0),
+                      cpu=b.sub(g.now(b, ts, THREAD_CPU), c0))
+            b.cmpxchg(g.field(b, OPEN), o, i64(0), "seq_cst", "seq_cst")
+    with b.if_then(b.load(counted)):
+        g.add(b, ACTIVE, -1)
+    _signal_done(b, g)
+    b.branch(tail)
+
+    b.position_at_end(tail)  # (RESUME first: what follows is that job's)
+    r = g.get(b, RESUME, "seq_cst")
+    with b.if_then(b.icmp_unsigned("!=", r, i64(0))):
+        with b.if_then(_tiles_finished(b, b.inttoptr(g.get(b, CTX, "seq_cst"), PTR))):
+            ok = b.extract_value(b.cmpxchg(g.field(b, RESUME), r, i64(0), "seq_cst",
+                                           "seq_cst"), 1)
+            b.store(ok, won)
+    b.ret(b.load(won))
+    return f
+
+
+def _drive(m: ir.Module, g: _Globals, fjoin: ir.Function) -> ir.Function:
+    """``void drive(ptr home, i64 *seen)``: carry the migrating program on from this
+    thread (its own context saved in ``home``) until it stops at a job; post that job
+    (once no thread is still counted in the last one) and join it; if this thread
+    finishes it, carry on again. Returns once the program finished, or another thread
+    carries it on."""
+    f = ir.Function(m, ir.FunctionType(VOID, [PTR, PTR]), "yota_pool_drive")
+    f.linkage = "internal"
+    home, seen = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    top = f.append_basic_block("resume")
+    post = f.append_basic_block("post")
+    out = f.append_basic_block("out")
+    b.branch(top)
+    b.position_at_end(top)
+    g.set(b, FHOME, b.ptrtoint(home, I64), "seq_cst")
+    g.set(b, FSTATE, i64(F_RUNNING), "seq_cst")
+    b.call(g.swapcontext, [home, g.fiber])
+    b.cbranch(b.icmp_signed("==", g.get(b, FSTATE, "seq_cst"), i64(F_FINISHED)), out, post)
+
+    b.position_at_end(post)
+    spin = f.append_basic_block("post.wait")
+    ready = f.append_basic_block("post.ready")
+    b.branch(spin)
+    b.position_at_end(spin)
+    pause = f.append_basic_block("post.pause")
+    idle = b.icmp_signed("==", g.get(b, ACTIVE, "seq_cst"), i64(0))
+    b.cbranch(idle, ready, pause)
+    b.position_at_end(pause)
+    g.pause(b)
+    b.branch(spin)
+    b.position_at_end(ready)
+    for k, src in ((FN, PFN), (CTX, PCTX), (NSLOTS, PNSLOTS)):
+        g.set(b, k, g.get(b, src))
+    g.set(b, REVJOB, i64(1))
+    g.set(b, NEXT, i64(0))
+    seq = b.add(g.add(b, JOBSEQ, 1), i64(1))
+    g.set(b, OPEN, seq, "seq_cst")
+    g.set(b, RESUME, seq, "seq_cst")
+    g.add(b, GEN, 1)
+    with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
+        b.call(g.lock, [g.mutex])
+        b.call(g.broadcast, [g.wake])
+        b.call(g.unlock, [g.mutex])
+    b.cbranch(b.call(fjoin, [seen]), top, out)
+    b.position_at_end(out)
+    b.ret_void()
+    return f
+
+
+def _trampoline(m: ir.Module, g: _Globals) -> ir.Function:
+    """Where the migrating program's stack starts: run the program, record its result,
+    and switch to the stack of the thread it finished on (never returns)."""
+    f = ir.Function(m, ir.FunctionType(VOID, []), "yota_pool_fiber_main")
+    f.linkage = "internal"
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    main = b.inttoptr(g.get(b, FFN), PTR)
+    rc = b.call(_FnPtr(main, MAIN_TYPE), [b.inttoptr(g.get(b, FARG), PTR)])
+    g.set(b, FRC, b.sext(rc, I64))
+    g.set(b, FSTATE, i64(F_FINISHED), "seq_cst")
+    b.call(g.setcontext, [b.inttoptr(g.get(b, FHOME, "seq_cst"), PTR)])
+    b.unreachable()
+    return f
+
+
+def _run(m: ir.Module, g: _Globals, helper: ir.Function) -> None:
+    """``i32 yota_pool_run(i32 (*main)(ptr), ptr args, i64 threads)``: ``main(args)``, the
+    generated program; while the cores are crowded (``NOSPIN``; ``FIBER_SET`` 1: always,
+    2: never), the pool is free and runs jobs shared (not ``back_off``), as a migrating
+    program that any of the pool's
+    threads carries on (above). The calling thread joins its jobs and carries it on
+    too, and returns once it finished."""
+    f = ir.Function(m, ir.FunctionType(I32, [PTR, PTR, I64]), RUN_SYMBOL)
+    main, args, threads = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    direct = f.append_basic_block("direct")
+    if not g.fibers:
+        b.branch(direct)
+        b.position_at_end(direct)
+        b.ret(b.call(_FnPtr(main, MAIN_TYPE), [args]))
+        return
+    home = b.alloca(I8, UCONTEXT)
+    home.align = 64
+    seen = b.alloca(I64)
+    fjoin, drive = g.fiber_fns(m)
+    tramp = _trampoline(m, g)
+    mode = g.get(b, FIBER_SET)
+    want = b.or_(b.icmp_signed("==", mode, i64(1)),
+                 b.and_(b.icmp_signed("==", mode, i64(0)),
+                        b.icmp_signed(">", g.get(b, NOSPIN), i64(0))))
+    want = b.and_(want, b.icmp_signed(">", threads, i64(1)))
+    want = b.and_(want, b.icmp_signed("==", g.get(b, SOLO), i64(0)))  # back_off(n): alone
+    lock = f.append_basic_block("lock")
+    b.cbranch(want, lock, direct)
+    b.position_at_end(direct)
+    b.ret(b.call(_FnPtr(main, MAIN_TYPE), [args]))
+
+    b.position_at_end(lock)
+    owned = f.append_basic_block("owned")
+    b.cbranch(b.icmp_signed("==", b.call(g.trylock, [g.joblock]), ir.Constant(I32, 0)),
+              owned, direct)
+    b.position_at_end(owned)
+    _spawn(f, b, g, helper, threads)
+    stack = f.append_basic_block("stack")
+    give_up = f.append_basic_block("give_up")
+    b.cbranch(b.icmp_signed(">", g.get(b, HELPERS), i64(0)), stack, give_up)
+    b.position_at_end(give_up)
+    b.call(g.unlock, [g.joblock])
+    b.branch(direct)
+
+    b.position_at_end(stack)  # mapped once per process, never unmapped
+    with b.if_then(b.icmp_unsigned("==", g.get(b, FSTACK), i64(0)), likely=False):
+        p = b.call(g.mmap, [ir.Constant(PTR, None), i64(FIBER_STACK), ir.Constant(I32, PROT_RW),
+                            ir.Constant(I32, MAP_FLAGS), ir.Constant(I32, -1), i64(0)])
+        with b.if_then(b.icmp_unsigned("!=", b.ptrtoint(p, I64), i64(-1))):
+            b.call(g.mprotect, [p, i64(GUARD), ir.Constant(I32, PROT_NONE)])
+            g.set(b, FSTACK, b.ptrtoint(p, I64), "seq_cst")
+    start = f.append_basic_block("start")
+    b.cbranch(b.icmp_unsigned("==", g.get(b, FSTACK), i64(0)), give_up, start)
+
+    b.position_at_end(start)
+    g.set(b, FFN, b.ptrtoint(main, I64))
+    g.set(b, FARG, b.ptrtoint(args, I64))
+    b.call(g.getcontext, [g.fiber])
+    uc = lambda off: b.inttoptr(b.add(b.ptrtoint(g.fiber, I64), i64(off)), PTR)  # noqa: E731
+    b.store(ir.Constant(PTR, None), uc(UC_LINK))
+    b.store(b.inttoptr(g.get(b, FSTACK), PTR), uc(UC_STACK_SP))
+    b.store(i64(FIBER_STACK), uc(UC_STACK_SIZE))
+    b.call(g.makecontext, [g.fiber, tramp, ir.Constant(I32, 0)])
+    g.set(b, FMODE, i64(1), "seq_cst")
+    b.call(drive, [home, seen])
+    loop = f.append_basic_block("loop")
+    look = f.append_basic_block("look")
+    join = f.append_basic_block("join")
+    wait = f.append_basic_block("wait")
+    done = f.append_basic_block("done")
+    b.branch(loop)
+    b.position_at_end(loop)  # until it finished: join its jobs, carry it on when ours
+    fin = b.icmp_signed("==", g.get(b, FSTATE, "seq_cst"), i64(F_FINISHED))
+    b.cbranch(fin, done, look)
+    b.position_at_end(look)
+    new = b.icmp_unsigned("!=", g.get(b, GEN, "acquire"), b.load(seen))
+    b.cbranch(new, join, wait)
+    b.position_at_end(join)
+    with b.if_then(b.call(fjoin, [seen])):
+        b.call(drive, [home, seen])
+    b.branch(loop)
+    b.position_at_end(wait)
+    g.pause(b)
+    b.branch(loop)
+    b.position_at_end(done)
+    g.set(b, OPEN, i64(0), "seq_cst")
+    g.set(b, RESUME, i64(0), "seq_cst")
+    g.set(b, FMODE, i64(0), "seq_cst")
+    rc = b.trunc(g.get(b, FRC), I32)
+    b.call(g.unlock, [g.joblock])
+    b.ret(rc)
+
+
+def _fiber_mode(m: ir.Module, g: _Globals) -> None:
+    """``yota_pool_fiber_mode(n)``: 0 migrating programs while the cores are crowded (the
+    default), 1 always, 2 never."""
+    f = ir.Function(m, ir.FunctionType(VOID, [I64]), FIBER_MODE_SYMBOL)
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    g.set(b, FIBER_SET, f.args[0])
+    b.ret_void()
+
+
 # -- tiled GEMMs ------------------------------------------------------------------------------
 # The context of a tiled GEMM, i64 words on the caller's stack: the next tile to claim, the
 # number of tiles, tiles per matrix, the extent being split, the tile size, the axis; the
@@ -783,7 +1128,7 @@ def _reset(m: ir.Module, g: _Globals) -> None:
 # whether its tiles are revocable (then the pool's copy of it is used, whose first word
 # holds the job's tag, bits 32-63, its tile count, bits 20-31, and the next tile).
 (T_NEXT, T_TOTAL, T_PER, T_DIM, T_STEP, T_AXIS, T_TA, T_TB, T_M, T_N, T_K, T_ALPHA, T_A,
- T_LDA, T_B, T_LDB, T_BETA, T_C, T_LDC, T_SA, T_SB, T_SC, T_REVOC) = range(23)
+ T_LDA, T_B, T_LDB, T_BETA, T_C, T_LDC, T_SA, T_SB, T_SC, T_REVOC, T_FINISHED) = range(24)
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS = 101, 111
 assert TILE_CAP < 1 << 12  # the tile count's field of the claim word
 
@@ -811,7 +1156,7 @@ def _gemm_tiles(m: ir.Module, g: _Globals, dtype: str, par: ir.Function | None,
     args = list(f.args)
     nb, sa, sb, sc, axis, step, nslots = args[14:]
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    ctx = b.alloca(I64, T_REVOC + 1)
+    ctx = b.alloca(I64, T_FINISHED + 1)
     word = lambda k: b.gep(ctx, [i64(k)], source_etype=I64)  # noqa: E731
     dim = b.select(b.icmp_signed("==", axis, i64(0)), args[3], args[4])
     revoc: ir.Value = ir.Constant(ir.IntType(1), 0)
@@ -933,49 +1278,56 @@ class _Tile:
         loop(b, 0, self.mm, 1, [], row, "tile.copy")
 
 
+def _state(b: ir.IRBuilder, tag: ir.Value, st: int, epoch: ir.Value | None = None) -> ir.Value:
+    """A revocable tile's state word: (job tag << 16) | (epoch << 3) | ``st``."""
+    w = b.or_(b.shl(tag, i64(16)), i64(st))
+    return w if epoch is None else b.or_(w, b.shl(epoch, i64(3)))
+
+
 def _tile_chunks(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size: int,
                  dtype: str) -> ir.Function:
     """``chunks(ctx, slot)``: claim tiles until none is left, one GEMM call each.
 
-    Revocable tiles (``T_REVOC``), so that a helper the OS stops running never stalls
-    the caller: a helper announces the tile it claimed in the tile's state word
-    (FREE -> HELD, with its CPU clock beside it), computes it into a scratch buffer of
-    its own, and copies it into C only if it wins HELD -> COMMIT. The caller, its own
-    tiles done (straight into C), watches the tiles still out: one whose holder's CPU
-    clock advanced less than a quarter of ``STEAL_NS`` over that long (or that was
-    claimed but not announced for that long) it takes back, FREE/HELD -> STOLEN, and
-    computes itself. The helper that loses its tile leaves the job at once, touching
-    nothing of the caller's but the operands it is still reading: the caller counts it
-    in ``STALE`` (the job's drain does not wait for it) and the generated program waits
-    for ``STALE`` to drop to zero before it returns (``yota_pool_quiesce``), since the
-    operands may be freed then."""
+    Revocable tiles (``T_REVOC``), so that a thread the OS stops running never stalls
+    the job: whoever claims a tile announces it in the tile's state word (FREE -> HELD,
+    with its CPU clock beside it), computes it into a scratch buffer of its own, and
+    copies it into C only if it wins HELD -> COMMIT (then DONE, counted in
+    ``T_FINISHED``). A thread with nothing left to claim watches the tiles still out
+    (``_take_back``): one whose holder's CPU clock advanced less than a quarter of
+    ``STEAL_NS`` over that long (or that was claimed but not announced for that long)
+    it takes back (HELD under a new epoch, with its own clock) and computes the same
+    way; it returns once every tile is DONE. Any thread may take back any other's tile,
+    the caller's too (the job is done when ``T_FINISHED`` reaches the tile count, not
+    when its caller returns from here). A thread that loses its tile leaves the job at
+    once, touching nothing of the caller's but the operands it is still reading: the
+    taker counts it in ``STALE`` and the generated program waits for ``STALE`` to drop
+    to zero before it returns (``yota_pool_quiesce``), since the operands may be freed
+    then."""
     f = ir.Function(m, CHUNKS_TYPE, f"yota_gemm_tiles.{dtype}")
     f.linkage = "internal"
     ctx, slot = f.args
+    run = _tile_run(m, g, gemm, ft, size, dtype)
     b = ir.IRBuilder(f.append_basic_block("entry"))
     get = lambda k: _ctx_word(b, ctx, k)  # noqa: E731
     ts = b.alloca(I64, 2)
     scratch, cap = b.alloca(PTR), b.alloca(I64)
-    clk = b.alloca(I32)
+    clk32, clk = b.alloca(I32), b.alloca(I64)
     mytag = b.alloca(I64)
-    since, ran = b.alloca(I64, TILE_CAP), b.alloca(I64, TILE_CAP)  # the caller's watch
+    since, ran = b.alloca(I64, TILE_CAP), b.alloca(I64, TILE_CAP)  # the take-back's watch
     tvar, pending = b.alloca(I64), b.alloca(I64)
     b.store(ir.Constant(PTR, None), scratch)
     b.store(i64(0), cap)
-    b.store(ir.Constant(I32, -1), clk)
+    b.store(i64(-1), clk)
     revoc = b.icmp_unsigned("!=", get(T_REVOC), i64(0))
-    helper = b.icmp_signed("!=", slot, i64(0))
-    hrev = b.and_(revoc, helper)
-    state = lambda k: b.or_(b.shl(b.load(mytag), i64(3)), i64(k))  # noqa: E731
     if g.linux:
-        with b.if_then(hrev):
-            b.call(g.cpuclock, [b.call(g.self_, []), clk])
+        with b.if_then(revoc):
+            b.call(g.cpuclock, [b.call(g.self_, []), clk32])
+            b.store(b.sext(b.load(clk32), I64), clk)
     top = f.append_basic_block("claim")
     body = f.append_basic_block("tile")
     direct = f.append_basic_block("direct")
     held = f.append_basic_block("held")
-    compute = f.append_basic_block("compute")
-    commit = f.append_basic_block("commit")
+    work = f.append_basic_block("work")
     stale = f.append_basic_block("stale")
     done = f.append_basic_block("done")
     out = f.append_basic_block("out")
@@ -988,57 +1340,33 @@ def _tile_chunks(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size
     b.store(b.lshr(w, i64(32)), mytag)
     b.cbranch(b.icmp_signed("<", t, total), body, done)
     b.position_at_end(body)
+    b.cbranch(revoc, held, direct)
+
+    b.position_at_end(direct)  # plain tiles: straight into C
     tile = _Tile(b, ctx, t, size)
-    b.cbranch(hrev, held, direct)
-
-    b.position_at_end(direct)  # straight into C: no revocable tiles, or the caller's own
     tile.gemm(gemm, ft, tile.pc, get(T_LDC))
-    with b.if_then(revoc):
-        b.store_atomic(state(T_DONE), g.tile(b, t), "release", 8)
     b.branch(top)
 
-    b.position_at_end(held)  # a helper's revocable tile: announce it
-    b.store_atomic(b.sext(b.load(clk), I64), g.tile(b, t, 1), "monotonic", 8)
-    ok = b.extract_value(b.cmpxchg(g.tile(b, t), state(T_FREE), state(T_HELD), "seq_cst",
+    b.position_at_end(held)  # a revocable tile: announce it, then compute and commit
+    tag = b.load(mytag)
+    b.store_atomic(b.load(clk), g.tile(b, t, 1), "monotonic", 8)
+    mine = _state(b, tag, T_HELD)
+    ok = b.extract_value(b.cmpxchg(g.tile(b, t), _state(b, tag, T_FREE), mine, "seq_cst",
                                    "seq_cst"), 1)
-    b.cbranch(ok, compute, stale)
+    b.cbranch(ok, work, stale)
+    b.position_at_end(work)
+    won = b.call(run, [ctx, t, mine, tag, scratch, cap])
+    b.cbranch(won, top, stale)
 
-    b.position_at_end(compute)  # into the scratch (C's block first where beta reads it)
-    need = b.mul(b.mul(tile.mm, tile.nn), i64(size))
-    with b.if_then(b.icmp_signed(">", need, b.load(cap))):
-        b.call(g.free, [b.load(scratch)])
-        p = b.call(g.malloc, [need])
-        b.store(p, scratch)
-        b.store(b.select(b.icmp_unsigned("==", b.ptrtoint(p, I64), i64(0)), i64(0), need),
-                cap)
-    buf = b.load(scratch)
-    nomem = f.append_basic_block("nomem")
-    into = f.append_basic_block("scratch")
-    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(buf, I64), i64(0)), nomem, into)
-    b.position_at_end(nomem)  # no scratch: win the commit first, then straight into C
-    won = b.extract_value(b.cmpxchg(g.tile(b, t), state(T_HELD), state(T_COMMIT),
-                                    "seq_cst", "seq_cst"), 1)
-    b.cbranch(won, direct, stale)
-    b.position_at_end(into)
-    with b.if_then(b.icmp_unsigned("!=", get(T_BETA), i64(0))):
-        tile.copy(g, buf, tile.nn, tile.pc, get(T_LDC))
-    tile.gemm(gemm, ft, buf, tile.nn)
-    won = b.extract_value(b.cmpxchg(g.tile(b, t), state(T_HELD), state(T_COMMIT),
-                                    "seq_cst", "seq_cst"), 1)
-    b.cbranch(won, commit, stale)
-    b.position_at_end(commit)
-    tile.copy(g, tile.pc, get(T_LDC), buf, tile.nn)
-    b.store_atomic(state(T_DONE), g.tile(b, t), "release", 8)
-    b.branch(top)
-
-    b.position_at_end(stale)  # the caller took it back: leave the job at once
+    b.position_at_end(stale)  # another thread took it back: leave the job at once
     b.call(g.free, [b.load(scratch)])
     g.add(b, STALE, -1)
     b.ret_void()
 
     b.position_at_end(done)
-    with b.if_then(b.and_(revoc, b.not_(helper))):
-        _take_back(b, g, ctx, gemm, ft, size, ts, since, ran, tvar, pending, state)
+    with b.if_then(revoc):
+        _take_back(b, g, run, ctx, b.load(mytag), ts, (since, ran, tvar, pending),
+                   (scratch, cap, clk), stale)
     b.branch(out)
     b.position_at_end(out)
     b.call(g.free, [b.load(scratch)])
@@ -1046,24 +1374,82 @@ def _tile_chunks(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size
     return f
 
 
-def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, ft: ir.Type,
-               size: int, ts: ir.Value, since: ir.Value, ran: ir.Value, tvar: ir.Value,
-               pending: ir.Value, state: Any) -> None:
-    """The caller's end of a revocable job (``_tile_chunks``), once no tile is left to
-    claim: scan the tiles until each is DONE or taken back and computed here. A tile
-    still out is watched from the scan that first sees it (``since``, and its holder's
-    CPU clock then, ``ran``); after ``STEAL_NS`` a holder that ran less than a quarter of
-    that, or a claim never announced, loses it (``STEAL_MODE`` 2: at once).
-    A tile being copied in (COMMIT) is waited for."""
+def _tile_run(m: ir.Module, g: _Globals, gemm: ir.Function, ft: ir.Type, size: int,
+              dtype: str) -> ir.Function:
+    """``i1 run(ctx, t, held, tag, scratch**, cap*)``: revocable tile ``t``, held under
+    state word ``held``, computed into the thread's scratch buffer (grown by malloc as
+    needed; C's block copied in first where beta reads it) and copied into C if this
+    thread wins HELD -> COMMIT; then DONE, counted in ``T_FINISHED``. Without memory
+    for the scratch: the commit is won first, then the tile computed straight into C.
+    Returns whether this thread won."""
+    f = ir.Function(m, ir.FunctionType(ir.IntType(1), [PTR, I64, I64, I64, PTR, PTR]),
+                    f"yota_gemm_tile.{dtype}")
+    f.linkage = "internal"
+    ctx, t, held, tag, scratch, cap = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    get = lambda k: _ctx_word(b, ctx, k)  # noqa: E731
+    tile = _Tile(b, ctx, t, size)
+    need = b.mul(b.mul(tile.mm, tile.nn), i64(size))
+    with b.if_then(b.icmp_signed(">", need, b.load(cap, typ=I64))):
+        b.call(g.free, [b.load(scratch, typ=PTR)])
+        p = b.call(g.malloc, [need])
+        b.store(p, scratch)
+        b.store(b.select(b.icmp_unsigned("==", b.ptrtoint(p, I64), i64(0)), i64(0), need),
+                cap)
+    buf = b.load(scratch, typ=PTR)
+    commit = lambda: b.extract_value(b.cmpxchg(  # noqa: E731
+        g.tile(b, t), held, _state(b, tag, T_COMMIT), "seq_cst", "seq_cst"), 1)
+    finish = lambda: (b.store_atomic(_state(b, tag, T_DONE), g.tile(b, t), "release", 8),  # noqa: E731
+                      b.atomic_rmw("add", b.gep(ctx, [i64(T_FINISHED)], source_etype=I64),
+                               i64(1), "acq_rel"))
+    nomem = f.append_basic_block("nomem")
+    into = f.append_basic_block("scratch")
+    lost = f.append_basic_block("lost")
+    b.cbranch(b.icmp_unsigned("==", b.ptrtoint(buf, I64), i64(0)), nomem, into)
+    b.position_at_end(nomem)
+    won_c = f.append_basic_block("nomem.won")
+    b.cbranch(commit(), won_c, lost)
+    b.position_at_end(won_c)
+    tile.gemm(gemm, ft, tile.pc, get(T_LDC))
+    finish()
+    b.ret(ir.Constant(ir.IntType(1), 1))
+    b.position_at_end(into)
+    with b.if_then(b.icmp_unsigned("!=", get(T_BETA), i64(0))):
+        tile.copy(g, buf, tile.nn, tile.pc, get(T_LDC))
+    tile.gemm(gemm, ft, buf, tile.nn)
+    won = f.append_basic_block("won")
+    b.cbranch(commit(), won, lost)
+    b.position_at_end(won)
+    tile.copy(g, tile.pc, get(T_LDC), buf, tile.nn)
+    finish()
+    b.ret(ir.Constant(ir.IntType(1), 1))
+    b.position_at_end(lost)
+    b.ret(ir.Constant(ir.IntType(1), 0))
+    return f
+
+
+def _take_back(b: ir.IRBuilder, g: _Globals, run: ir.Function, ctx: ir.Value, tag: ir.Value,
+               ts: ir.Value, watch: tuple[ir.Value, ...], own: tuple[ir.Value, ...],
+               stale: ir.Block) -> None:
+    """A thread's end of a revocable job (``_tile_chunks``), once no tile is left to
+    claim: scan the tiles until each is DONE, taking back and computing (``run``) any
+    whose holder the OS does not run. A tile still out is watched from the scan that
+    first sees it (``since``, and its holder's CPU clock then, ``ran``); after
+    ``STEAL_NS`` a holder that ran less than a quarter of that, or a claim never
+    announced, loses it (``STEAL_MODE`` 2: at once). A tile being copied in (COMMIT) is
+    waited for. A tile of another job (the job is over, and the pool has moved on) ends
+    the watch. If this thread loses a tile it took back, it goes to ``stale``."""
     f = b.function
+    since, ran, tvar, pending = watch
+    scratch, cap, clk = own
     get = lambda k: _ctx_word(b, ctx, k)  # noqa: E731
     slot = lambda p, t: b.gep(p, [t], source_etype=I64)  # noqa: E731
     total = get(T_TOTAL)
     b.call(g.memset, [since, ir.Constant(I32, 0), b.mul(total, i64(8))])
-    eager = b.icmp_signed(">=", g.get(b, STEAL_MODE), i64(2))
+    eager = b.icmp_signed(">=", b.and_(g.get(b, STEAL_MODE), i64(3)), i64(2))
     blocks = {n: f.append_basic_block(f"back.{n}") for n in (
         "scan", "loop", "body", "out", "watch", "clock", "noclock", "judge", "first", "old",
-        "grab", "lost", "mine", "next", "scanned", "wait", "finish")}
+        "grab", "lost", "mine", "computed", "next", "scanned", "wait", "finish")}
     bb = blocks.__getitem__
     b.branch(bb("scan"))
 
@@ -1079,16 +1465,17 @@ def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, f
 
     b.position_at_end(bb("body"))
     w = b.load_atomic(g.tile(b, t), "acquire", 8, typ=I64)
-    finished = b.or_(b.icmp_unsigned("==", w, state(T_DONE)),
-                     b.icmp_unsigned("==", w, state(T_STOLEN)))
+    st = b.and_(w, i64(7))
+    finished = b.or_(b.icmp_unsigned("==", w, _state(b, tag, T_DONE)),
+                     b.icmp_unsigned("!=", b.lshr(w, i64(16)), tag))
     b.cbranch(finished, bb("next"), bb("out"))
 
     b.position_at_end(bb("out"))  # still out: wait for a copy in progress, else watch
     b.store(b.add(b.load(pending), i64(1)), pending)
-    b.cbranch(b.icmp_unsigned("==", w, state(T_COMMIT)), bb("next"), bb("watch"))
+    b.cbranch(b.icmp_unsigned("==", st, i64(T_COMMIT)), bb("next"), bb("watch"))
 
     b.position_at_end(bb("watch"))
-    b.cbranch(b.icmp_unsigned("==", w, state(T_HELD)), bb("clock"), bb("noclock"))
+    b.cbranch(b.icmp_unsigned("==", st, i64(T_HELD)), bb("clock"), bb("noclock"))
     b.position_at_end(bb("clock"))  # the holder's CPU time (0 if it cannot be read)
     cid = b.trunc(b.load_atomic(g.tile(b, t, 1), "monotonic", 8, typ=I64), I32)
     rc = b.call(g.clock, [cid, ts])
@@ -1121,17 +1508,22 @@ def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, f
 
     b.position_at_end(bb("grab"))  # STALE first: the loser's decrement follows it
     g.add(b, STALE, 1)
-    ok = b.extract_value(b.cmpxchg(g.tile(b, t), w, state(T_STOLEN), "seq_cst", "seq_cst"), 1)
+    epoch = b.and_(b.add(b.lshr(w, i64(3)), i64(1)), i64(0x1FFF))
+    hw = _state(b, tag, T_HELD, epoch)
+    ok = b.extract_value(b.cmpxchg(g.tile(b, t), w, hw, "seq_cst", "seq_cst"), 1)
     b.cbranch(ok, bb("mine"), bb("lost"))
     b.position_at_end(bb("lost"))  # it moved on meanwhile (announced, or committing)
     g.add(b, STALE, -1)
     b.store(i64(0), slot(since, t))
     b.branch(bb("next"))
     b.position_at_end(bb("mine"))
-    tile = _Tile(b, ctx, t, size)
-    tile.gemm(gemm, ft, tile.pc, get(T_LDC))
+    b.store_atomic(b.load(clk), g.tile(b, t, 1), "monotonic", 8)
     g.add(b, N_STOLEN, 1, "monotonic")
+    won = b.call(run, [ctx, t, hw, tag, scratch, cap])
+    b.cbranch(won, bb("computed"), stale)
+    b.position_at_end(bb("computed"))
     b.store(b.sub(b.load(pending), i64(1)), pending)
+    b.store(i64(0), slot(since, t))
     b.branch(bb("next"))
 
     b.position_at_end(bb("next"))
@@ -1141,6 +1533,6 @@ def _take_back(b: ir.IRBuilder, g: _Globals, ctx: ir.Value, gemm: ir.Function, f
     b.position_at_end(bb("scanned"))
     b.cbranch(b.icmp_signed("==", b.load(pending), i64(0)), bb("finish"), bb("wait"))
     b.position_at_end(bb("wait"))  # (no sched_yield: beside a busy process that gives
-    g.pause(b)                      # the caller's core away for a time slice)
+    g.pause(b)                      # this thread's core away for a time slice)
     b.branch(bb("scan"))
     b.position_at_end(bb("finish"))
