@@ -2,9 +2,10 @@
 
     python tools/pool_ab.py W3 --load 2 --seconds 20 [--jax]
 
-Runs one workload of ``tools/bench.py`` as Yota's gradient twice over, with the pool's
-own scheduling ("yota") and with every job on the calling thread ("yota-alone":
-``pool.back_off``), and optionally JAX's, in interleaved samples of 5 calls while
+Runs one workload of ``tools/bench.py`` as Yota's gradient three times over, with the
+pool's own scheduling ("yota"), with the program fixed to its calling thread
+("yota-fixed": ``pool.fiber_mode(2)``, no migrating programs) and with every job on the
+calling thread ("yota-alone": ``pool.back_off``), and optionally JAX's, in interleaved samples of 5 calls while
 ``--load`` busy processes run (``bench.BusyLoad``); each sample starts once the process
 rests (``bench.settle``). Prints the median wall and CPU (``process_time``) time per
 call of each, and the pool's counters over the run (``pool.stats()``). An A/B tool for
@@ -62,7 +63,8 @@ def main() -> None:
     w = found[0]
     inputs = w.make(np.random.default_rng(0))
     step, _ = bench.prepare_yota("llvm")(yota, w, inputs)
-    steps = {"yota": step, "yota-alone": step}
+    steps = {"yota": step, "yota-fixed": step, "yota-alone": step}
+    settings = {"yota-fixed": (0, 2), "yota-alone": (1 << 40, 0)}  # back-off, fiber mode
     if args.jax:
         steps["jax"] = bench.prepare_jax(bench.load_jax(), w, inputs)[0]
     for s in steps.values():
@@ -79,14 +81,14 @@ def main() -> None:
             names = list(steps)
             for name in names[r % len(names):] + names[:r % len(names)]:
                 bench.settle(0.25)
-                pool.back_off(1 << 40 if name == "yota-alone" else 0)
+                _use(pool, settings.get(name, (0, 0)))
                 t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(5):
                     steps[name]()
                 wall[name].append((time.perf_counter() - t0) / 5)
                 cpu[name].append((time.process_time() - c0) / 5)
             r += 1
-    pool.back_off(0)
+    _use(pool, (0, 0))
     after = pool.stats()
     for name in steps:
         print(f"{w.name} {name:11s} {statistics.median(wall[name]) * 1e3:7.2f} ms per call "
@@ -96,9 +98,15 @@ def main() -> None:
         for name in steps:
             with bench.BusyLoad(args.load):
                 time.sleep(0.5)
-                pool.back_off(1 << 40 if name == "yota-alone" else 0)
+                _use(pool, settings.get(name, (0, 0)))
                 _thread_account(name, steps[name], args.threads)
-                pool.back_off(0)
+                _use(pool, (0, 0))
+
+
+def _use(pool: Any, setting: tuple[int, int]) -> None:
+    """The pool's back-off (jobs alone) and migrating-program mode for the next calls."""
+    pool.back_off(setting[0])
+    pool.fiber_mode(setting[1])
 
 
 def _schedstat() -> dict[tuple[str, str], tuple[int, int, int]]:
