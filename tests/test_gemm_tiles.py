@@ -515,13 +515,13 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_run_alone(migrating: 
     back on purpose), every product right.
 
     ``migrating`` (the default on x86-64 Linux, ``pool.fiber_mode(0)``): the programs
-    run as migrating programs (``migrating`` counts their jobs), whose split kernels run
-    alone on the thread that carries the program (no job of them is joined). Fixed to
-    the calling thread (``fiber_mode(2)``): shared jobs of split kernels stall (the
-    caller waits for a helper the OS does not run) while the caller's core is crowded,
-    and the pool then runs them alone (``auto``), and at the end of a back-off more
-    threads are runnable than the job has slots, so it goes on (``kept``).
-    ``back_off(0)`` ends it: the next job is shared again."""
+    run as migrating programs, whose products move them (``migrating`` counts those
+    jobs); fixed to the calling thread (``fiber_mode(2)``), none does. Either way
+    shared jobs of split kernels (posted by the thread that carries the program) stall
+    (it waits for a helper the OS does not run) while its core is crowded, and the pool
+    then runs them alone (``auto``), and at the end of a back-off more threads are
+    runnable than the job has slots, so it goes on (``kept``). ``back_off(0)`` ends it:
+    the next job is shared again."""
     if migrating and not MIGRATES:
         pytest.skip("migrating programs need glibc's ucontext on x86-64 Linux")
     tiled, A, B, want = _shared_product()
@@ -545,8 +545,9 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_run_alone(migrating: 
             _close(tiled(A, B)[0], want, A, B, 300)
         after = pool.stats()
         assert after["revocable"] >= before["revocable"] + 20, after
-        (_crowded_split_kernels_migrate if migrating else _crowded_split_kernels_back_off)(
-            colsum, X, sums, before, deadline)
+        moved = after["migrating"] - before["migrating"]
+        assert moved >= 10 if migrating else moved == 0, after
+        _crowded_split_kernels_back_off(colsum, X, sums, before, deadline)
         for _ in range(3):  # still right
             _close(tiled(A, B)[0], want, A, B, 300)
     finally:
@@ -568,23 +569,10 @@ def test_crowded_cores_make_tiles_revocable_and_other_jobs_run_alone(migrating: 
     assert after["jobs"] == before["jobs"] + 1 and after["auto"] == before["auto"]
 
 
-def _crowded_split_kernels_migrate(colsum: Any, X: np.ndarray, sums: list[np.ndarray],
-                                   before: dict[str, int], deadline: float) -> None:
-    """(Crowded cores, migrating programs:) split kernels run on the program's thread."""
-    after = pool.stats()
-    assert after["migrating"] >= before["migrating"] + 10, after
-    for _ in range(20):
-        for got, ref in zip(colsum(X), sums, strict=True):
-            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
-    end = pool.stats()
-    assert end["jobs"] > after["jobs"] and end["joined"] == after["joined"], (after, end)
-
-
 def _crowded_split_kernels_back_off(colsum: Any, X: np.ndarray, sums: list[np.ndarray],
                                     before: dict[str, int], deadline: float) -> None:
-    """(Crowded cores, programs fixed to their calling thread:) shared split kernels
-    stall, then run alone (``auto``), and the back-off is kept going (``kept``)."""
-    assert pool.stats()["migrating"] == before["migrating"]
+    """(Crowded cores:) shared split kernels stall, then run alone (``auto``), and the
+    back-off is kept going (``kept``)."""
     while pool.stats()["auto"] == before["auto"] and time.monotonic() < deadline:
         for got, ref in zip(colsum(X), sums, strict=True):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)

@@ -443,21 +443,19 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = 
     ts = b.alloca(I64, 2)
     alone = f.append_basic_block("alone")
     owned = f.append_basic_block("owned")
+    fiber = ir.Constant(ir.IntType(1), 0)
     if g.fibers:  # a migrating program's job (_run): the program holds the pool; a
-        pool = f.append_basic_block("pool")  # revocable one moves it, others run here
-        fiber = f.append_basic_block("fiber")
-        b.cbranch(_on_fiber(b, g, ts), fiber, pool)
-        b.position_at_end(fiber)
+        pool = f.append_basic_block("pool")  # revocable one moves it, another is posted
+        moves = f.append_basic_block("fiber")  # by the thread that carries it, as usual
+        fiber = _on_fiber(b, g, ts)
+        b.cbranch(fiber, moves, pool)
+        b.position_at_end(moves)
         if revocable:
             g.add(b, N_REVOC, 1, "monotonic")
             _suspend(b, g, fn, _revocable_ctx(b, ctx, g), nslots)
-        else:  # (timed: the share of its core it got ends crowding, and so migrating)
-            g.add(b, N_JOBS, 1, "monotonic")
-            a0, ac0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
-            b.call(_FnPtr(fn), [ctx, i64(0)])
-            _crowding(b, g, own=b.sub(g.now(b, ts), a0),
-                      cpu=b.sub(g.now(b, ts, THREAD_CPU), ac0))
-        b.ret_void()
+            b.ret_void()
+        else:
+            b.branch(owned)
         b.position_at_end(pool)
     b.cbranch(b.icmp_signed("!=", b.call(g.trylock, [g.joblock]), ir.Constant(I32, 0)),
               alone, owned)
@@ -534,7 +532,8 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = 
     _crowding(b, g, own=b.sub(t1, t0), cpu=b.sub(c1, c0))
     b.branch(end)
     b.position_at_end(end)
-    b.call(g.unlock, [g.joblock])
+    with b.if_then(b.not_(fiber)):  # (a migrating program's lock is its caller's)
+        b.call(g.unlock, [g.joblock])
     b.ret_void()
     return f
 
@@ -903,12 +902,14 @@ def _suspend(b: ir.IRBuilder, g: _Globals, fn: ir.Value, ctx: ir.Value,
 
 
 def _fjoin(m: ir.Module, g: _Globals) -> ir.Function:
-    """``i1 fjoin(i64 *seen)``: join the migrating program's job that is open, if any, as
-    any thread does (slots from 0: the thread that posted it has no slot of its own; a
-    revocable tiled GEMM's, so counted out of ``ACTIVE`` once it has read the job);
-    the first to leave its chunks closes it (nothing is left to claim). Then, if every
-    tile is DONE, win the right to carry the program on (``RESUME``: the job's number,
-    taken by one thread). ``seen``: the job generation it looked at."""
+    """``i1 fjoin(i64 *seen)``: join the job that is open, if any, while a migrating
+    program runs. Its revocable tiled GEMM (slots from 0: the thread that posted it has
+    no slot of its own; counted out of ``ACTIVE`` once it has read the job): the first
+    to leave its chunks closes it (nothing is left to claim), and then, if every tile is
+    DONE, wins the right to carry the program on (``RESUME``: the job's number, taken
+    by one thread). Any other job the thread that carries the program posts as a caller
+    does (``_parallel``), and it is joined as a helper joins. ``seen``: the job
+    generation it looked at."""
     f = ir.Function(m, ir.FunctionType(ir.IntType(1), [PTR]), "yota_pool_fjoin")
     f.linkage = "internal"
     (seen,) = f.args
@@ -930,13 +931,16 @@ def _fjoin(m: ir.Module, g: _Globals) -> ir.Function:
         with b.if_then(b.icmp_signed("<", slot, g.get(b, NSLOTS))):
             fn = b.inttoptr(g.get(b, FN), PTR)
             ctx = b.inttoptr(g.get(b, CTX), PTR)
-            b.store(ir.Constant(ir.IntType(1), 0), counted)
-            g.add(b, ACTIVE, -1)
+            rev = b.icmp_unsigned("!=", g.get(b, REVJOB), i64(0))
+            with b.if_then(rev):
+                b.store(ir.Constant(ir.IntType(1), 0), counted)
+                g.add(b, ACTIVE, -1)
             t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
             b.call(_FnPtr(fn), [ctx, slot])
-            _crowding(b, g, own=b.sub(g.now(b, ts), t0),
-                      cpu=b.sub(g.now(b, ts, THREAD_CPU), c0))
-            b.cmpxchg(g.field(b, OPEN), o, i64(0), "seq_cst", "seq_cst")
+            with b.if_then(rev):  # (a job of the carrying thread's: it closes it, times it)
+                _crowding(b, g, own=b.sub(g.now(b, ts), t0),
+                          cpu=b.sub(g.now(b, ts, THREAD_CPU), c0))
+                b.cmpxchg(g.field(b, OPEN), o, i64(0), "seq_cst", "seq_cst")
     with b.if_then(b.load(counted)):
         g.add(b, ACTIVE, -1)
     _signal_done(b, g)
@@ -990,7 +994,7 @@ def _drive(m: ir.Module, g: _Globals, fjoin: ir.Function) -> ir.Function:
     g.set(b, REVJOB, i64(1))
     g.set(b, NEXT, i64(0))
     seq = b.add(g.add(b, JOBSEQ, 1), i64(1))
-    g.set(b, OPEN, seq, "seq_cst")
+    g.set(b, OPEN, b.shl(seq, i64(1)), "seq_cst")  # (even: never a caller's job's 1)
     g.set(b, RESUME, seq, "seq_cst")
     g.add(b, GEN, 1)
     with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
