@@ -865,11 +865,12 @@ def _reset(m: ir.Module, g: _Globals) -> None:
 # beside two busy processes: the caller ran 3.2 ms and waited 2.5 ms per call, its
 # helper ran 0.7 ms; pool_ab.py --threads). So then the program itself runs on a stack
 # of its own (a ucontext, glibc's getcontext/makecontext/swapcontext), which any of the
-# pool's threads carries on: at a parallel job the program stops (``_parallel``), the
-# thread it ran on posts the job and joins it like any other (``_fjoin``), and whichever
-# thread finishes the job carries the program on to its next one (``_drive``), the
-# caller's thread or a helper. The tiles of a large GEMM are revocable then, so a thread
-# the OS stops never holds the job either.
+# pool's threads carries on: at a revocable tiled GEMM (a large product while crowded)
+# the program stops (``_parallel``), the thread it ran on posts the job and joins it like
+# any other (``_fjoin``), and the thread that sees its last tile DONE carries the program
+# on to its next one (``_drive``), the caller's thread or a helper; since any thread
+# takes back a tile whose holder the OS does not run, no thread holds the program.
+# Other jobs the carrying thread posts as a caller does (``_parallel``).
 PROT_RW, PROT_NONE = 3, 0
 MAP_FLAGS = 0x02 | 0x20 | 0x4000 | 0x20000  # private, anonymous, no reserve, stack
 GUARD = 1 << 16  # bytes below the stack that fault instead of being overwritten
