@@ -1089,11 +1089,8 @@ def _run(m: ir.Module, g: _Globals, helper: ir.Function) -> None:
     b.call(g.makecontext, [g.fiber, tramp, ir.Constant(I32, 0)])
     g.set(b, FMODE, i64(1), "seq_cst")
     b.call(drive, [home, seen])
-    loop = f.append_basic_block("loop")
-    look = f.append_basic_block("look")
-    join = f.append_basic_block("join")
-    wait = f.append_basic_block("wait")
-    done = f.append_basic_block("done")
+    loop, look, join, wait, done = (f.append_basic_block(n)
+                                    for n in ("loop", "look", "join", "wait", "done"))
     b.branch(loop)
     b.position_at_end(loop)  # until it finished: join its jobs, carry it on when ours
     fin = b.icmp_signed("==", g.get(b, FSTATE, "seq_cst"), i64(F_FINISHED))
