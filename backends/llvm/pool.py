@@ -200,7 +200,8 @@ def steal_mode(mode: int) -> None:
 def fiber_mode(mode: int) -> None:
     """Migrating programs (``pool_ir._run``: the program runs on a stack of its own that
     any of the pool's threads carries on from one parallel job to the next): 0 while the
-    cores are crowded (the default), 1 always, 2 never (x86-64 Linux; elsewhere never)."""
+    cores are crowded (the default), 1 always, 2 never (x86-64 Linux with glibc;
+    elsewhere never)."""
     ensure_pool()
     ctypes.CFUNCTYPE(None, ctypes.c_int64)(_addresses[FIBER_MODE_SYMBOL])(max(0, int(mode)))
 

@@ -178,7 +178,9 @@ class _Globals:
             self.close = d("close", I32, [I32])
             self.nprocs = d("get_nprocs", I32, [])
         # a program that moves between threads (_run): glibc's ucontext on x86-64 Linux
-        self.fibers = self.linux and self.triple.startswith("x86_64")
+        # (its layout is glibc's; musl has no getcontext)
+        self.fibers = (self.linux and self.triple.startswith("x86_64")
+                       and self.triple.endswith("-gnu"))
         if self.fibers:
             self.getcontext = d("getcontext", I32, [PTR])
             self.setcontext = d("setcontext", I32, [PTR])
