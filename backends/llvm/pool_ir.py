@@ -371,6 +371,17 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     return f
 
 
+def _publish(b: ir.IRBuilder, g: _Globals) -> None:
+    """Bump the job generation (the job's words are written), then wake the helpers
+    that sleep on ``wake``, if any (SLEEPERS after GEN: seq_cst both, as they count in
+    before they look at GEN)."""
+    g.add(b, GEN, 1)
+    with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
+        b.call(g.lock, [g.mutex])
+        b.call(g.broadcast, [g.wake])
+        b.call(g.unlock, [g.mutex])
+
+
 def _signal_done(b: ir.IRBuilder, g: _Globals) -> None:
     """Wake the threads that sleep on ``done`` (a caller draining its job, or one waiting
     for stale helpers, ``_quiesce``), if any: each looks again at what it waits for."""
@@ -517,11 +528,7 @@ def _parallel(m: ir.Module, g: _Globals, helper: ir.Function, revocable: bool = 
     g.set(b, NEXT, i64(1))
     g.set(b, H_CROWDED, i64(0))
     g.set(b, OPEN, i64(1), "seq_cst")
-    g.add(b, GEN, 1)
-    with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
-        b.call(g.lock, [g.mutex])
-        b.call(g.broadcast, [g.wake])
-        b.call(g.unlock, [g.mutex])
+    _publish(b, g)
     t0, c0 = g.now(b, ts), g.now(b, ts, THREAD_CPU)
     b.call(_FnPtr(fn), [ctx, i64(0)])
     if revocable:  # (the caller returns early if a helper took back its own tile)
@@ -999,11 +1006,7 @@ def _drive(m: ir.Module, g: _Globals, fjoin: ir.Function) -> ir.Function:
     seq = b.add(g.add(b, JOBSEQ, 1), i64(1))
     g.set(b, OPEN, b.shl(seq, i64(1)), "seq_cst")  # (even: never a caller's job's 1)
     g.set(b, RESUME, seq, "seq_cst")
-    g.add(b, GEN, 1)
-    with b.if_then(b.icmp_signed(">", g.get(b, SLEEPERS, "seq_cst"), i64(0))):
-        b.call(g.lock, [g.mutex])
-        b.call(g.broadcast, [g.wake])
-        b.call(g.unlock, [g.mutex])
+    _publish(b, g)
     b.cbranch(b.call(fjoin, [seen]), top, out)
     b.position_at_end(out)
     b.ret_void()
