@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
@@ -14,27 +12,14 @@ from . import device as _device
 from . import pipeline, randomness, tracing
 from .cache import tape_signature
 from .program import Program, signature
-from .structs import rebuild_sequence
-from .tape import Tape, Var
+from .tape import Tape
 from .validate import check_callable
 
 
-def _restructure(result: Any, outs: list[np.ndarray]) -> Any:
-    it = iter(outs)
-
-    def build(r: Any) -> Any:
-        if isinstance(r, Var):
-            v = next(it)
-            return _device.item(v) if r.weak else v  # a weak value is a Python scalar
-        if isinstance(r, dict):
-            return {k: build(v) for k, v in r.items()}
-        if isinstance(r, (list, tuple)):
-            return rebuild_sequence(r, [build(v) for v in r])
-        if r is not None:  # a Python number is an output too (None is not)
-            next(it)
-        return r
-
-    return build(result)
+def _restructure(result: Any, outs: list[Any]) -> Any:
+    """The traced result structure with the program's outputs (a weak value as a
+    Python scalar, from the host or a device)."""
+    return tracing.restructure(result, outs, _device.item)
 
 
 def play(tape: Tape, *args: Any) -> Any:
