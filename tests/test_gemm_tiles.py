@@ -464,10 +464,14 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
     allowed = os.sched_getaffinity(0)
     c = min(allowed)
     try:
+        pool.fiber_mode(2)  # the move is a fixed program's (a migrating one's helpers
+        #                     carry it on wherever they run), whatever earlier tests left
         os.sched_setaffinity(0, {c})  # this thread only
+        _close(tiled(A, B)[0], want, A, B, 300)
         # a helper may still be in a revocable job after its product returned: pinned in
         # the middle of a move off the caller's CPU, it would give itself back its old
-        # affinity; let it come to rest first
+        # affinity; let it come to rest first (asleep, all its CPUs but c: the {c} set
+        # below differs from what it set itself, so it keeps {c} when it wakes)
         time.sleep(0.01)
         for h in helpers:
             os.sched_setaffinity(h, {c})
@@ -488,8 +492,61 @@ def test_helper_moves_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
                 moved = True
                 break
         assert moved, "a helper on its caller's CPU moved off it"
-        assert all(os.sched_getaffinity(h) == allowed for h in helpers)  # given back
+        # given back (or, once it sleeps again, all but its caller's CPU: the next test)
+        assert all(os.sched_getaffinity(h) in (allowed, allowed - {c}) for h in helpers)
     finally:
+        pool.fiber_mode(0)
+        os.sched_setaffinity(0, allowed)
+        for h in helpers:
+            os.sched_setaffinity(h, allowed)
+
+
+def _until(ok: Any, timeout: float = 5.0) -> bool:
+    """Poll ``ok()`` every millisecond until it is true (True) or ``timeout`` passed."""
+    end = time.monotonic() + timeout
+    while not ok():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs per-thread CPU affinity and two allowed CPUs")
+def test_sleeping_helper_keeps_off_its_callers_cpu_and_gives_its_affinity_back() -> None:
+    """A helper that goes to sleep takes its last caller's CPU out of its affinity (so
+    that the next job's wake-up queues it on another CPU, not behind the caller), and
+    gives itself the old affinity back once woken: asleep after a product called from
+    CPU c it may run on every allowed CPU but c; asleep after the next product, called
+    from CPU d, on every one but d (had it kept the first setting, it would now lack c
+    too). An affinity someone else gave it while it slept is kept. Products right
+    throughout."""
+    tiled, A, B, want = _shared_product()
+    helpers = _helper_threads()
+    assert helpers, "the pool's helper threads carry their name"
+    allowed = os.sched_getaffinity(0)
+    c, d = sorted(allowed)[:2]
+    mask = lambda: [os.sched_getaffinity(h) for h in helpers]  # noqa: E731
+
+    def shared() -> None:  # a shared job even if an earlier one stalled (_adapt)
+        pool.back_off(0)
+        _close(tiled(A, B)[0], want, A, B, 300)
+
+    try:
+        pool.fiber_mode(2)  # each product posted by this thread, whatever earlier tests left
+        os.sched_setaffinity(0, {c})
+        shared()
+        assert _until(lambda: mask() == [allowed - {c}] * len(helpers)), mask()
+        os.sched_setaffinity(0, {d})
+        shared()
+        assert _until(lambda: mask() == [allowed - {d}] * len(helpers)), mask()
+        for h in helpers:  # set by someone else while it sleeps: kept
+            os.sched_setaffinity(h, {d})
+        shared()
+        time.sleep(0.05)  # asleep again: {d} less the caller's CPU d leaves none to move to
+        assert mask() == [{d}] * len(helpers)
+    finally:
+        pool.fiber_mode(0)
         os.sched_setaffinity(0, allowed)
         for h in helpers:
             os.sched_setaffinity(h, allowed)

@@ -312,6 +312,8 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     seen = b.alloca(I64)
     ts = b.alloca(I64, 2)
     masks = (b.alloca(I64, MASK_WORDS), b.alloca(I64, MASK_WORDS))
+    check = b.alloca(I64, MASK_WORDS)
+    away = b.alloca(ir.IntType(1))
     home = b.alloca(I8, UCONTEXT)  # this thread's own context while it carries a program on
     home.align = 64
     counted = b.alloca(ir.IntType(1))
@@ -329,7 +331,9 @@ def _helper(m: ir.Module, g: _Globals) -> ir.Function:
     b.position_at_end(sleep)  # SLEEPERS before GEN (seq_cst both; the caller: GEN first)
     posted = lambda b: b.icmp_unsigned("!=", g.get(b, GEN, "seq_cst"),  # noqa: E731
                                        b.load(seen, typ=I64))
+    _sleep_away(b, g, masks, away)
     _sleep_until(f, b, g, g.wake, SLEEPERS, posted, "sleep")
+    _come_back(b, g, masks, check, away)
     b.branch(woke)
 
     b.position_at_end(woke)  # count in, then look: the caller closes, then counts
@@ -399,31 +403,91 @@ def _move_off(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value]) ->
     helper and the caller then share one core until the load balancer splits them);
     the caller's thread, the user's, is never touched. (Skipping the move while the
     cores are crowded, ``NOSPIN``, measured no better under ``--load 2`` and worse on a
-    quiet machine, where a misjudged crowded window then left the two threads packed.)"""
+    quiet machine, where a misjudged crowded window then left the two threads packed.)
+    A helper that slept is kept off that CPU from the start (``_sleep_away``)."""
     if not g.linux:
         return
     cc = g.get(b, CALLER_CPU)
-    mine = g.cpu(b)
-    same = b.and_(b.icmp_signed("==", mine, cc),
-                  b.and_(b.icmp_signed(">=", cc, i64(0)),
-                         b.icmp_signed("<", cc, i64(64 * MASK_WORDS))))
+    same = b.and_(b.icmp_signed("==", g.cpu(b), cc), _cpu_in_mask(b, cc))
     with b.if_then(same, likely=False):
         old, new = masks
+        with b.if_then(_mask_less(b, g, cc, old, new)):
+            size = i64(8 * MASK_WORDS)
+            b.call(g.setaffinity, [ir.Constant(I32, 0), size, new])
+            b.call(g.setaffinity, [ir.Constant(I32, 0), size, old])
+            g.add(b, N_MOVED, 1, "monotonic")
+
+
+def _cpu_in_mask(b: ir.IRBuilder, cpu: ir.Value) -> ir.Value:
+    """``cpu`` is a CPU number a ``cpu_set_t`` of ``MASK_WORDS`` words holds."""
+    return b.and_(b.icmp_signed(">=", cpu, i64(0)),
+                  b.icmp_signed("<", cpu, i64(64 * MASK_WORDS)))
+
+
+def _mask_less(b: ir.IRBuilder, g: _Globals, cpu: ir.Value, old: ir.Value,
+               new: ir.Value) -> ir.Value:
+    """Read this thread's affinity into ``old`` and write it less ``cpu`` (a CPU number
+    ``_cpu_in_mask`` accepts) into ``new``; true if the read worked and ``new`` has a
+    CPU left."""
+    size = i64(8 * MASK_WORDS)
+    b.call(g.memset, [old, ir.Constant(I32, 0), size])  # (a failed read leaves it alone)
+    got = b.call(g.getaffinity, [ir.Constant(I32, 0), size, old])
+    word, bit = b.lshr(cpu, i64(6)), b.shl(i64(1), b.and_(cpu, i64(63)))
+    left: ir.Value = i64(0)
+    for k in range(MASK_WORDS):
+        v = b.load(b.gep(old, [i64(k)], source_etype=I64), typ=I64)
+        drop = b.select(b.icmp_unsigned("==", word, i64(k)), bit, i64(0))
+        v = b.and_(v, b.xor(drop, i64(-1)))
+        b.store(v, b.gep(new, [i64(k)], source_etype=I64))
+        left = b.or_(left, v)
+    return b.and_(b.icmp_signed("==", got, ir.Constant(I32, 0)),
+                  b.icmp_unsigned("!=", left, i64(0)))
+
+
+def _sleep_away(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value],
+                away: ir.Value) -> None:
+    """Before a helper sleeps, it takes the CPU of the last job's poster out of its
+    affinity (``away`` says whether it did; ``_come_back`` gives the affinity back once
+    it is awake). Waking a sleeping thread, Linux may queue it on the waker's CPU though
+    another is idle (this project's VMs: 35-38 of 40 wakes after 0.12 s idle,
+    ``tools/wake_probe.c``); there the woken helper shares the caller's core or, having
+    spun before it slept, waits until the caller's time slice ends (3.5 ms in a quarter
+    of the wakes) before it can even move off (``_move_off``). Kept off that CPU, it is
+    queued on another (1 of 40; 72-89 us from wake to run). The calls are the helper's
+    own, made while it has nothing to do; a poster found on another CPU at the next job
+    is met by ``_move_off`` as before."""
+    b.store(ir.Constant(ir.IntType(1), 0), away)
+    if not g.linux:
+        return
+    cc = g.get(b, CALLER_CPU)
+    with b.if_then(_cpu_in_mask(b, cc)):
+        old, new = masks
+        with b.if_then(_mask_less(b, g, cc, old, new)):
+            rc = b.call(g.setaffinity, [ir.Constant(I32, 0), i64(8 * MASK_WORDS), new])
+            b.store(b.icmp_signed("==", rc, ir.Constant(I32, 0)), away)
+
+
+def _come_back(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value],
+               check: ir.Value, away: ir.Value) -> None:
+    """A helper woken after ``_sleep_away`` gives itself back the affinity it had, unless
+    its affinity is no longer the one it set: someone else changed it meanwhile, and
+    that setting stays (one that set the very mask the helper had set is not seen)."""
+    if not g.linux:
+        return
+    with b.if_then(b.load(away)):
+        old, new = masks
         size = i64(8 * MASK_WORDS)
-        got = b.call(g.getaffinity, [ir.Constant(I32, 0), size, old])
-        with b.if_then(b.icmp_signed("==", got, ir.Constant(I32, 0))):
-            word, bit = b.lshr(cc, i64(6)), b.shl(i64(1), b.and_(cc, i64(63)))
-            left: ir.Value = i64(0)
-            for k in range(MASK_WORDS):
-                v = b.load(b.gep(old, [i64(k)], source_etype=I64), typ=I64)
-                drop = b.select(b.icmp_unsigned("==", word, i64(k)), bit, i64(0))
-                v = b.and_(v, b.xor(drop, i64(-1)))
-                b.store(v, b.gep(new, [i64(k)], source_etype=I64))
-                left = b.or_(left, v)
-            with b.if_then(b.icmp_unsigned("!=", left, i64(0))):  # another CPU is allowed
-                b.call(g.setaffinity, [ir.Constant(I32, 0), size, new])
-                b.call(g.setaffinity, [ir.Constant(I32, 0), size, old])
-                g.add(b, N_MOVED, 1, "monotonic")
+        b.call(g.memset, [check, ir.Constant(I32, 0), size])
+        got = b.call(g.getaffinity, [ir.Constant(I32, 0), size, check])
+        diff: ir.Value = i64(0)
+        for k in range(MASK_WORDS):
+            v = b.load(b.gep(check, [i64(k)], source_etype=I64), typ=I64)
+            w = b.load(b.gep(new, [i64(k)], source_etype=I64), typ=I64)
+            diff = b.or_(diff, b.xor(v, w))
+        unchanged = b.and_(b.icmp_signed("==", got, ir.Constant(I32, 0)),
+                           b.icmp_unsigned("==", diff, i64(0)))
+        with b.if_then(unchanged):
+            b.call(g.setaffinity, [ir.Constant(I32, 0), size, old])
 
 
 class _FnPtr(ir.Value):
@@ -1003,6 +1067,7 @@ def _drive(m: ir.Module, g: _Globals, fjoin: ir.Function) -> ir.Function:
         g.set(b, k, g.get(b, src))
     g.set(b, REVJOB, i64(1))
     g.set(b, NEXT, i64(0))
+    g.set(b, CALLER_CPU, g.cpu(b))  # (for the helpers' _sleep_away: the poster's CPU)
     seq = b.add(g.add(b, JOBSEQ, 1), i64(1))
     g.set(b, OPEN, b.shl(seq, i64(1)), "seq_cst")  # (even: never a caller's job's 1)
     g.set(b, RESUME, seq, "seq_cst")
