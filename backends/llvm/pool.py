@@ -29,8 +29,8 @@ Scheduling, so that a thread the OS does not run never stalls the caller for lon
   regions and the Python between calls of a loop: with 100 us, W7's helper slept during
   its 100-200 us copies and joined 1597-1905 of 2520 jobs when each sample of two calls
   followed 0.25 s idle (8.9-10.3 ms per call), with 1 ms 2037-2450 (7.5-8.1 ms); after a
-  wake the VM's scheduler often puts the helper on the caller's vCPU (below), so each
-  needless sleep costs a move as well.
+  wake the VM's scheduler often put the helper on the caller's vCPU, so each needless
+  sleep cost a move as well (below: a sleeping helper now keeps off that vCPU).
 - The caller, its own chunks done, spins up to ``SPIN_NS`` (100 us) for helpers still in
   a chunk, then sleeps until the last one leaves.
 - Spinning only while it is cheap (``pool_ir._crowding``): the caller times its own chunks in
