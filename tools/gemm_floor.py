@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -106,15 +105,6 @@ int split2(void *fn, int ta, int tb, long m, long n, long k, const float *a, lon
 """
 
 NO_TRANS, TRANS = 111, 112
-
-
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench", Path(__file__).with_name("bench.py"))
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench"] = bench
-    spec.loader.exec_module(bench)
-    return bench
 
 
 def _helper(workdir: str) -> Any:
@@ -209,7 +199,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=200, help="interleaved rounds (default 200)")
     p.add_argument("--repeat", type=int, default=3, help="whole measurements (default 3)")
     args = p.parse_args()
-    bench = _bench()
+    import bench  # tools/bench.py, beside this script (its folder leads sys.path)
     from yota.backends.llvm import blas, pool
     from yota.backends.llvm.target import host
 
