@@ -97,6 +97,7 @@ from .pool_layout import (
 from .types import F32, F64, I8, I32, I64, PTR, VOID, i64
 
 _GEMMS = {"float32": ("yota_sgemm", F32, 4), "float64": ("yota_dgemm", F64, 8)}
+MASK_SIZE = i64(8 * MASK_WORDS)  # bytes of a cpu_set_t (sched_[gs]etaffinity's size)
 
 
 def module(triple: str, blas: bool = False, tiles: bool = False) -> ir.Module:
@@ -412,9 +413,8 @@ def _move_off(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value]) ->
     with b.if_then(same, likely=False):
         old, new = masks
         with b.if_then(_mask_less(b, g, cc, old, new)):
-            size = i64(8 * MASK_WORDS)
-            b.call(g.setaffinity, [ir.Constant(I32, 0), size, new])
-            b.call(g.setaffinity, [ir.Constant(I32, 0), size, old])
+            b.call(g.setaffinity, [ir.Constant(I32, 0), MASK_SIZE, new])
+            b.call(g.setaffinity, [ir.Constant(I32, 0), MASK_SIZE, old])
             g.add(b, N_MOVED, 1, "monotonic")
 
 
@@ -429,9 +429,8 @@ def _mask_less(b: ir.IRBuilder, g: _Globals, cpu: ir.Value, old: ir.Value,
     """Read this thread's affinity into ``old`` and write it less ``cpu`` (a CPU number
     ``_cpu_in_mask`` accepts) into ``new``; true if the read worked and ``new`` has a
     CPU left."""
-    size = i64(8 * MASK_WORDS)
-    b.call(g.memset, [old, ir.Constant(I32, 0), size])  # (a failed read leaves it alone)
-    got = b.call(g.getaffinity, [ir.Constant(I32, 0), size, old])
+    b.call(g.memset, [old, ir.Constant(I32, 0), MASK_SIZE])  # (a failed read: left alone)
+    got = b.call(g.getaffinity, [ir.Constant(I32, 0), MASK_SIZE, old])
     word, bit = b.lshr(cpu, i64(6)), b.shl(i64(1), b.and_(cpu, i64(63)))
     left: ir.Value = i64(0)
     for k in range(MASK_WORDS):
@@ -463,7 +462,7 @@ def _sleep_away(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value],
     with b.if_then(_cpu_in_mask(b, cc)):
         old, new = masks
         with b.if_then(_mask_less(b, g, cc, old, new)):
-            rc = b.call(g.setaffinity, [ir.Constant(I32, 0), i64(8 * MASK_WORDS), new])
+            rc = b.call(g.setaffinity, [ir.Constant(I32, 0), MASK_SIZE, new])
             b.store(b.icmp_signed("==", rc, ir.Constant(I32, 0)), away)
 
 
@@ -476,9 +475,8 @@ def _come_back(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value],
         return
     with b.if_then(b.load(away)):
         old, new = masks
-        size = i64(8 * MASK_WORDS)
-        b.call(g.memset, [check, ir.Constant(I32, 0), size])
-        got = b.call(g.getaffinity, [ir.Constant(I32, 0), size, check])
+        b.call(g.memset, [check, ir.Constant(I32, 0), MASK_SIZE])
+        got = b.call(g.getaffinity, [ir.Constant(I32, 0), MASK_SIZE, check])
         diff: ir.Value = i64(0)
         for k in range(MASK_WORDS):
             v = b.load(b.gep(check, [i64(k)], source_etype=I64), typ=I64)
@@ -487,7 +485,7 @@ def _come_back(b: ir.IRBuilder, g: _Globals, masks: tuple[ir.Value, ir.Value],
         unchanged = b.and_(b.icmp_signed("==", got, ir.Constant(I32, 0)),
                            b.icmp_unsigned("==", diff, i64(0)))
         with b.if_then(unchanged):
-            b.call(g.setaffinity, [ir.Constant(I32, 0), size, old])
+            b.call(g.setaffinity, [ir.Constant(I32, 0), MASK_SIZE, old])
 
 
 class _FnPtr(ir.Value):
