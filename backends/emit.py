@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from yota.ir.core import Op, Value
 from yota.ir.ops import OPS
 from yota.ir.ops.fused import kernel_domain
@@ -80,6 +81,8 @@ def _fused(g: FnLowering, op: Op) -> None:
         if bop.name == "const":
             value = splat_scalar(bop.attrs["value"]) if bop.result.type.size else 0
             env[bop.result] = k.const(value, bop.result.dtype)
+        elif bop.name == "iota":
+            env[bop.result] = iota_node(k, bop.attrs["axis"], bop.result.dtype)
         elif bop.name in ("sum", "max", "min", "prod"):
             env[bop.result] = env[bop.operands[0]]
         else:
@@ -92,6 +95,23 @@ def _fused(g: FnLowering, op: Op) -> None:
             k.reduction(reduced[bv].name, env[bv], g.access(args, g.loc(r), r.dtype, st))
         else:
             k.store(env[bv], g.access(args, g.loc(r), r.dtype))
+    g.launch(k, args)
+
+
+def iota_node(k: Kernel, axis: int, dtype: np.dtype) -> int:
+    """The index along domain axis ``axis``, as ``dtype`` (an ``iota``)."""
+    vid = k.index(tuple(int(a == axis) for a in range(len(k.domain))))
+    dt = np.dtype(dtype)
+    return vid if dt == k.nodes[vid].dtype else k.op("convert", (vid,), dt, {"dtype": dt})
+
+
+@register(_SHARED, "iota")
+def _iota(g: FnLowering, op: Op) -> None:
+    """An ``iota`` alone (not fused): a kernel of its shape storing its index."""
+    r = op.result
+    args = KernelArgs()
+    k = Kernel(r.shape, (False,) * r.ndim)
+    k.store(iota_node(k, op.attrs["axis"], r.dtype), g.access(args, g.loc(r), r.dtype))
     g.launch(k, args)
 
 

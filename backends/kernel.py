@@ -42,10 +42,13 @@ class Access:
 
 @dataclass(frozen=True)
 class Node:
-    """A kernel value: a read (``acc``), a literal (``value``, already of ``dtype``) or an
-    elementwise op ``name`` of earlier values ``args`` (with the IR op's ``attrs``)."""
+    """A kernel value: a read (``acc``), a literal (``value``, already of ``dtype``), an
+    elementwise op ``name`` of earlier values ``args`` (with the IR op's ``attrs``), or an
+    index: the int64 ``value + sum(strides[a] * i[a])`` over the domain indices ``i``
+    (``attrs`` holds ``strides``; ``index_access`` gives it as an access, so a target
+    computes it as it computes an element offset)."""
 
-    kind: str  # "read" | "const" | "op"
+    kind: str  # "read" | "const" | "op" | "index"
     dtype: np.dtype
     name: str = ""
     args: tuple[int, ...] = ()
@@ -77,6 +80,11 @@ class Kernel:
         return self._add(Node("op", np.dtype(dtype), name=name, args=tuple(args),
                               attrs=tuple(sorted((attrs or {}).items()))))
 
+    def index(self, strides: tuple[int, ...], offset: int = 0) -> int:
+        """The int64 value ``offset + sum(strides[a] * i[a])`` at domain index ``i``."""
+        return self._add(Node("index", np.dtype(np.int64), value=int(offset),
+                              attrs=(("strides", tuple(int(s) for s in strides)),)))
+
     def store(self, vid: int, acc: Access) -> None:
         self.stores.append((vid, acc))
 
@@ -101,6 +109,18 @@ class Kernel:
     def accesses(self) -> list[Access]:
         return (self.reads + [a for _, a in self.stores]
                 + [a for _, _, a in self.reductions])
+
+    def index_access(self, vid: int) -> Access:
+        """Index node ``vid`` as an access of no parameter (-1) whose element offset at
+        each domain index is the node's value."""
+        n = self.nodes[vid]
+        return Access(-1, int(n.value), dict(n.attrs)["strides"], n.dtype)
+
+    def walks(self) -> list[Access]:
+        """Everything whose offset moves with the domain index: the accesses, then the
+        index nodes (``index_access``), in node order."""
+        return self.accesses() + [self.index_access(i) for i, n in enumerate(self.nodes)
+                                  if n.kind == "index"]
 
     def map_accesses(self, f: Callable[[Access], Access]) -> Kernel:
         return Kernel(self.domain, self.reduce,
@@ -132,7 +152,7 @@ def normalize(k: Kernel) -> Kernel:
     dom = [k.domain[a] for a in keep]
     red = [k.reduce[a] for a in keep]
     groups: list[list[int]] = []  # positions in ``keep``
-    accs = k.accesses()
+    accs = k.walks()
     for j in range(len(dom)):
         if groups and red[j] == red[groups[-1][-1]] and all(
                 a.strides[keep[groups[-1][-1]]] == a.strides[keep[j]] * dom[j] for a in accs):
@@ -146,6 +166,8 @@ def normalize(k: Kernel) -> Kernel:
         st = tuple(a.strides[keep[g[-1]]] for g in groups) or (0,)
         return replace(a, strides=st)
     out = k.map_accesses(fix)
+    out.nodes = [replace(n, attrs=(("strides", fix(k.index_access(i)).strides),))
+                 if n.kind == "index" else n for i, n in enumerate(out.nodes)]
     out.domain, out.reduce = new_dom, new_red
     return out
 

@@ -79,6 +79,29 @@ def binary_program(op: str, dt: str, shapes: list[tuple[int, ...]] = SHAPES) -> 
     return b.build(outs)
 
 
+def iota_program(dt: str = "f64") -> Function:
+    """``iota`` alone (empty, size-1 and odd shapes, every axis, integer and float
+    indices) and the arrays built from it as the front end builds them, read by a ``dt``
+    input of shape [37, 45] (so ``optimize`` fuses them): ``eye`` with offsets, ``tri``,
+    an affine ``arange``, and a trace (a reduction over a masked product)."""
+    b = Builder(f"iota_{dt}")
+    x = b.input(TensorType(dt, (37, 45)))
+    outs = [b.iota(shape=s, axis=a, dtype=d) for s, a, d in [
+        ((0,), 0, "i64"), ((1,), 0, "f32"), ((7,), 0, "i32"), ((3, 5), 1, "f64"),
+        ((2, 1, 9), 0, "i64"), ((2, 1, 9), 2, "f32"), ((0, 4), 1, "i32"), ((37,), 0, dt)]]
+    rows = b.iota(shape=(37, 45), axis=0, dtype="i64")
+    cols = b.iota(shape=(37, 45), axis=1, dtype="i64")
+    for k in (0, 3, -40):  # eye(37, 45, k) * x: on, above and below every diagonal
+        diag = b.eq(b.add(rows, b.const(k, "i64", (37, 45))), cols)
+        outs.append(b.mul(x, b.convert(diag, dtype=dt)))
+    outs.append(b.select(b.ge(rows, cols), x, b.const(0.0, dt, (37, 45))))  # tril
+    ar = b.iota(shape=(37, 45), axis=1, dtype=dt)  # arange(0.5, -44.5, -1)[None, :] + x
+    outs.append(b.add(x, b.add(b.const(0.5, dt, (37, 45)), b.mul(ar, b.const(-1.0, dt, (37, 45))))))
+    eye = b.convert(b.eq(rows, cols), dtype=dt)
+    outs += [b.sum(b.mul(x, eye), axes=(0, 1)), b.sum(b.mul(x, eye), axes=(1,))]
+    return b.build(outs)
+
+
 # -- comparison ----------------------------------------------------------------------------
 def mismatch(fn: Function, args: list[np.ndarray], got: list[Any],
              want: list[Any]) -> str | None:

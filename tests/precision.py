@@ -52,7 +52,8 @@ _WHY = {
     FACTOR: "LAPACK factorization: backward stable, blocking and pivot order differ",
 }
 _CLASSES = {
-    MOVE: "reshape transpose broadcast slice flip pad concatenate gather select const max min "
+    MOVE: "reshape transpose broadcast slice flip pad concatenate gather select const iota max "
+          "min "
           "update_slice scatter "
           "maximum minimum neg abs",
     EXACT: "add sub mul div sqrt square reciprocal convert",
@@ -188,7 +189,7 @@ def _move_class(op: str, xs: list[np.ndarray], ds: list[np.ndarray], attrs: dict
     """The op applied to the operands' bounds (data operands); index and condition
     operands must be known exactly, else the elements they pick are undetermined."""
     impl = get_opdef(op).impl
-    if op == "const":
+    if op in ("const", "iota"):  # exact values, read from nothing
         return np.zeros(y.shape)
     if op in ("max", "min"):
         out = np.max(ds[0], axis=attrs["axes"]) if ds[0].size else np.zeros(y.shape)

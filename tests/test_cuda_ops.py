@@ -41,6 +41,7 @@ from backend_cases import (  # noqa: E402
     TRANSCENDENTAL,
     binary_program,
     inputs,
+    iota_program,
     mismatch,
     sample,
     unary_program,
@@ -299,11 +300,21 @@ def _logsumexp(shape: tuple[int, int], axis: int, dt: str) -> Function:
     return b.build([b.sum(lse, axes=(0,))])
 
 
+def _iota_cases(rng: np.random.Generator) -> list[Case]:
+    out = []
+    for dt in FLOATS:
+        fn = iota_program(dt)
+        out += [Case(f"iota_{dt}", fn, inputs(rng, fn), ("iota",)),
+                Case(f"iota_fused_{dt}", optimize(fn), inputs(rng, fn), ("iota", "fused"))]
+    return out
+
+
 def op_programs(seed: int = 0) -> list[Case]:
     """Programs covering every op of the op table, with inputs."""
     rng = np.random.default_rng(seed)
     return (_elementwise_cases(rng) + _reduction_cases(rng) + _shape_cases(rng)
-            + _index_cases(rng) + _matmul_cases(rng) + _lapack_cases(rng) + _misc_cases(rng))
+            + _index_cases(rng) + _matmul_cases(rng) + _lapack_cases(rng) + _misc_cases(rng)
+            + _iota_cases(rng))
 
 
 # -- comparison ------------------------------------------------------------------------------------

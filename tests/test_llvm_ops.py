@@ -31,6 +31,7 @@ from backend_cases import (  # noqa: E402
     SHAPES,
     TRANSCENDENTAL,
     inputs,
+    iota_program,
     mismatch,
     sample,
 )
@@ -378,6 +379,19 @@ def test_fused_kernels() -> None:
 
 
 # -- inputs ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dt", FLOATS)
+def test_iota(dt: str) -> None:
+    """``iota`` alone and fused (eye with offsets, tri, arange, a trace): exact."""
+    COVERED.add("iota")
+    fn = iota_program(dt)
+    g = optimize(fn)
+    assert any(op.name == "iota" for op in fn.ops)
+    assert any(o.name == "iota" for c in g.callees.values() for o in c.ops)  # fused
+    args = inputs(np.random.default_rng(3), fn)
+    check(fn, args)
+    check(g, args)
+
+
 def test_noncontiguous_and_converted_inputs() -> None:
     b = Builder("nc")
     x = b.input(TensorType("f32", (3, 5)))

@@ -46,6 +46,7 @@ from backend_cases import (  # noqa: E402
     TRANSCENDENTAL,
     binary_program,
     inputs,
+    iota_program,
     sample,
     unary_program,
 )
@@ -248,6 +249,10 @@ def _misc(rng: np.random.Generator) -> list[Program]:
         assert any(op.name == "fused" for op in g.ops)
         progs.append((f"fused {fn.name}", g, irgen.example_inputs(g, rng)))
     progs.append(("call and guard", _call_guard(), [_CALL_GOOD]))
+    for dt in FLOATS:  # iota alone, and fused into eye, tri, arange and trace kernels
+        fn = iota_program(dt)
+        progs += [(f"iota {dt}", fn, inputs(rng, fn)), (f"iota fused {dt}", optimize(fn),
+                                                         inputs(rng, fn))]
     return progs
 
 

@@ -235,6 +235,30 @@ def test_const(value: np.ndarray) -> None:
     assert out.tobytes() == value.tobytes()  # bit for bit: -0.0 and NaN kept
 
 
+@covers("iota")
+@pytest.mark.parametrize("shape", [(1,), (4,), (0,), (2, 3), (3, 1), (1, 0, 2), (2, 1, 3)])
+def test_iota(shape: tuple[int, ...]) -> None:
+    """The index along each axis, as np.indices gives it, in each dtype."""
+    for axis, dt in itertools.product(range(len(shape)), [I32, I64, F32, F64]):
+        fn = build(lambda b, a=axis, d=dt: b.iota(shape=shape, axis=a, dtype=d))
+        (out,) = run(fn)
+        want = np.indices(shape, dtype=np.int64)[axis].astype(dt)
+        assert out.dtype == dt and out.shape == shape
+        np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"shape": (), "axis": 0, "dtype": I64}, "axis 0 is out of range"),
+    ({"shape": (2, 3), "axis": 2, "dtype": I64}, "axis 2 is out of range"),
+    ({"shape": (2, 3), "axis": -1, "dtype": I64}, "axis -1 is out of range"),
+    ({"shape": (2, -3), "axis": 0, "dtype": I64}, "sizes >= 0"),
+    ({"shape": (2,), "axis": 0, "dtype": BOOL}, "integer or float"),
+])
+def test_iota_refuses(attrs: dict[str, Any], match: str) -> None:
+    with pytest.raises(IRTypeError, match=match):
+        make_op("iota", [], attrs)
+
+
 def test_builder_const_splat() -> None:
     fn = build(lambda b: b.const(-0.0, F32, (2, 3)))
     (out,) = run(fn)

@@ -100,7 +100,7 @@ class Params:
 def index_type(k: Kernel) -> str:
     """``int`` when every index and offset fits in 32 bits, else ``long long``."""
     big = k.size()
-    for a in k.accesses():
+    for a in k.walks():
         span = abs(a.offset) + sum((d - 1) * abs(s) for d, s in zip(k.domain, a.strides,
                                                                      strict=True))
         big = max(big, span)
@@ -147,6 +147,8 @@ class Body:
                 out.append(f"const {t} v{i} = {self.params.ref(n.acc)}[{index(n.acc)}];")
             elif n.kind == "const":
                 out.append(f"const {t} v{i} = {literal(n.value, n.dtype)};")
+            elif n.kind == "index":
+                out.append(f"const {t} v{i} = ({t})({index(self.k.index_access(i))});")
             else:
                 xs = [f"v{a}" for a in n.args]
                 dts = [self.k.nodes[a].dtype for a in n.args]
@@ -181,7 +183,7 @@ def size_generic(k: Kernel) -> bool:
     """A flat elementwise kernel whose accesses are contiguous or splats takes its size as
     a parameter (``n_``), so one kernel serves every size."""
     return (not k.reductions and len(k.domain) == 1
-            and all(a.strides[0] in (0, 1) for a in k.accesses()))
+            and all(a.strides[0] in (0, 1) for a in k.walks()))
 
 
 def render_elementwise(k: Kernel, name: str, cfg: Config) -> str:
@@ -197,7 +199,7 @@ def render_elementwise(k: Kernel, name: str, cfg: Config) -> str:
             return f"{acc.offset} + i" if acc.offset else "i"
         return offset(acc, axes)
     body = Body(k, params, cfg.fast_math).lines(index)
-    need_coords = any(a.strides != dense for a in k.accesses())
+    need_coords = any(a.strides != dense for a in k.walks())
     lines = [_head(name, cfg, params.signature(["const long long n_"] if generic else [])),
              *([f"  const {ix} n = ({ix})n_;"] if generic else []),
              f"  for ({ix} i = ({ix})blockIdx.x * {cfg.block} + threadIdx.x; i < {n}; "
@@ -220,7 +222,7 @@ def _reduction_setup(k: Kernel, params: Params, kept: list[int], ix: str
     """Kept coordinates' bases: one per distinct access."""
     bases: dict[Access, str] = {}
     lines = []
-    for acc in k.accesses():
+    for acc in k.walks():
         if acc not in bases:
             bases[acc] = f"b{len(bases)}"
             lines.append(f"const {ix} {bases[acc]} = {offset(acc, kept, 'k')};")

@@ -94,7 +94,7 @@ def build(k: Kernel, module: ir.Module, target: Target, name: str) -> ir.Functio
         p.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     if all(d > 0 for d in k.domain):
-        _Gen(k, b, module, target, fn).axis(0, [i64(a.offset) for a in k.accesses()])
+        _Gen(k, b, module, target, fn).axis(0, [i64(a.offset) for a in k.walks()])
     b.ret_void()
     return fn
 
@@ -108,6 +108,7 @@ class _Gen:
         self.n = lanes(k, target)
         self.c = VCtx(b, module, target, self.n)
         self.accs = k.accesses()
+        self.walks = k.walks()  # the accesses, then the index nodes
         self.reads = k.reads
         nr, ns = len(self.reads), len(k.stores)
         self.store_at = list(range(nr, nr + ns))
@@ -124,7 +125,7 @@ class _Gen:
 
         def body(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
             self.axis(a + 1, [self._add(o, i, acc.strides[a])
-                              for o, acc in zip(offs, self.accs, strict=True)])
+                              for o, acc in zip(offs, self.walks, strict=True)])
             return []
         loop(self.b, lo, hi, 1, [], body, name=f"ax{a}")
 
@@ -230,12 +231,15 @@ class _Gen:
         values of register reductions."""
         k, c = self.k, self.c
         vals: list[ir.Value] = []
-        r = 0  # reads are numbered in node order
+        r, x = 0, len(self.accs)  # reads, then index nodes, are numbered in node order
         for node in k.nodes:
             if node.acc is not None:
                 vals.append(self.splats[r] if r in self.splats
                             else self._load(node.acc, self.offs[r], j, mask))
                 r += 1
+            elif node.kind == "index":
+                vals.append(self._index(self.walks[x].strides[-1], self.offs[x], j))
+                x += 1
             elif node.kind == "const":
                 vals.append(c.splat(node.dtype, node.value))
             else:
@@ -250,6 +254,13 @@ class _Gen:
             old = self._load(acc, self.offs[at], j, mask)
             self._store(acc, self.offs[at], j, mask, combine(c, kd, acc.dtype, old, vals[vid]))
         return []
+
+    def _index(self, s: int, off: ir.Value, j: ir.Value) -> ir.Value:
+        """An index node's ``n`` values at inner index ``j``: ``off + (j + lane) * s``."""
+        base = self._vsplat(self.b.add(off, self.b.mul(j, i64(s))) if s else off)
+        if s == 0:
+            return base
+        return self.b.add(base, self.b.mul(self.lane_ids, const(vec(I64, self.n), s)))
 
     # -- memory -----------------------------------------------------------------------
     def _ptr(self, acc: Access, off: ir.Value) -> ir.Value:

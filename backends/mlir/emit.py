@@ -65,6 +65,19 @@ for _name in SCALAR:
         EMITTERS[_name] = _elementwise
 
 
+def iota_scalar(L: Lines, axis: int, dt: np.dtype) -> str:
+    """In a ``linalg.generic`` body: the index along loop ``axis``, as ``dt``."""
+    i = L.op(f"arith.index_cast {L.op(f'linalg.index {axis} : index')} : index to i64")
+    return convert(L, i, np.dtype(np.int64), dt)
+
+
+@emitter("iota")
+def _iota(c: FnCtx, op: Op) -> None:
+    r = op.result
+    c.bind(r, c.elementwise([], r.type, lambda L, args: [
+        iota_scalar(L, op.attrs["axis"], r.dtype)]))
+
+
 @emitter("const")
 def _const(c: FnCtx, op: Op) -> None:
     r = op.result
@@ -369,6 +382,8 @@ def _kernel_body(L: Lines, fn: Function, args: list[str], reductions: dict[Value
         elif o.name == "const":
             flat = np.asarray(o.attrs["value"]).reshape(-1)  # a splat (empty: never read)
             names[o.result] = L.const(flat[0] if flat.size else 0, o.result.dtype)
+        elif o.name == "iota":
+            names[o.result] = iota_scalar(L, o.attrs["axis"], o.result.dtype)
         elif o.name in reductions.values() and o.result in reductions:
             x = names[o.operands[0]]
             names[o.result] = combine(L, o.name, acc[o.result], x, o.result.dtype)

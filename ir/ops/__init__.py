@@ -12,6 +12,7 @@ from . import (  # noqa: F401 - registers
     elementwise,
     fused,
     index,
+    iota,
     lapack,
     linalg,
     misc,

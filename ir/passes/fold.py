@@ -6,7 +6,8 @@ Size limits keep huge constants out of the IR: a result with more than
 ``ctx.fold_limit`` elements is folded only if it is a splat (all elements equal; such a
 constant is stored lazily as one value), and no op reading or writing more than
 ``ctx.fold_work_limit`` elements is evaluated. Guards, calls and fused kernels are never
-folded.
+folded, nor are ops that read no operand (``iota``): an array made from its shape alone is
+computed by the program, so folding it would only put its data in the program.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ SPLAT_SHAPE_OPS = frozenset({"broadcast", "reshape", "transpose", "slice", "flip
 
 def _foldable(op: Op) -> bool:
     opdef = get_opdef(op.name)
-    return (len(op.results) == 1 and op.name != "const" and not opdef.effect
+    return (len(op.results) == 1 and bool(op.operands) and not opdef.effect
             and not opdef.calls)
 
 

@@ -81,7 +81,7 @@ def op_tiling(op: Op, r: int, callees: Mapping[str, Function]) -> Tiling | None:
     over the rows); None if ``op`` mixes rows."""
     if op.name == "fused":
         return _fused_tiling(op, r, callees[op.attrs["callee"]])
-    if len(op.results) != 1 or op.result.type.size == 0:
+    if len(op.results) != 1 or op.result.type.size == 0 or _row_index(op):
         return None
     out = op.result.type
     if op.name in ROW_REDUCTIONS:
@@ -100,9 +100,14 @@ def op_tiling(op: Op, r: int, callees: Mapping[str, Function]) -> Tiling | None:
     return None
 
 
+def _row_index(op: Op) -> bool:
+    """An ``iota`` along the rows: a block of rows would count them from 0."""
+    return op.name == "iota" and op.attrs["axis"] == 0
+
+
 def _fused_tiling(op: Op, r: int, body: Function) -> Tiling | None:
     dom = tuple(body.attrs.get("domain", ()))
-    if not dom or dom[0] != r or any(d == 0 for d in dom):
+    if not dom or dom[0] != r or any(d == 0 for d in dom) or any(map(_row_index, body.ops)):
         return None
     axes = tuple(body.attrs.get("reduce_axes") or ())
     need: dict[Value, str] = {}
