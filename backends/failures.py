@@ -20,6 +20,7 @@ from yota.ir.interpreter import _guard_message
 from yota.ir.ops.lapack import linalg_error
 
 LAPACK_MISSING = -1000  # the info an AOT library's LAPACK shim reports: no LAPACK found
+STEP_WORD = 16  # where a failure inside loops finds its steps (outermost first, i64 each)
 
 
 class IndexOutOfRange(YotaError, IndexError):
@@ -75,8 +76,13 @@ def raise_failure(rec: dict[str, Any], status: Any) -> NoReturn:
         raise linalg_failure(rec, int(np.frombuffer(status, np.int64, count=1, offset=8)[0]))
     if rec["kind"] == "guard":
         value = np.frombuffer(status, np.dtype(rec["dtype"]), count=1, offset=8)[0]
-        raise GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
-                          guard_index=rec["index"], value=value)
+        e = GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),
+                        guard_index=rec["index"], value=value)
+        loops = rec.get("loops") or []
+        steps = np.frombuffer(status, np.int64, count=len(loops), offset=STEP_WORD)
+        for n, i in reversed(list(zip(loops, steps.tolist(), strict=True))):
+            e = e.in_step(i, n)
+        raise e
     value = int(np.frombuffer(status, np.int64, count=1, offset=8)[0])
     raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
                           f"with size {rec['size']}")

@@ -194,8 +194,8 @@ class LayoutBuilder:
 
     def operand_copies(self, i: int, op: Op) -> None:
         """Ask for contiguous copies of operands op ``i`` cannot read where they are: a
-        ``call``'s strided operands (a target may add its own rules)."""
-        if op.name != "call":
+        ``call``'s or a ``loop``'s strided operands (a target may add its own rules)."""
+        if op.name not in ("call", "loop"):
             return
         for k, v in enumerate(op.operands):
             if v.type.nbytes and not is_contiguous(self.lay.loc[v], v.shape):

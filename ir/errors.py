@@ -26,13 +26,23 @@ class ParseError(YotaError):
 class GuardFailed(YotaError):
     """A guard recorded while tracing does not hold for the current inputs.
 
-    ``guard_index``: the guard op's index in the function that ran; ``value``: the
-    guarded value the program computed (a NumPy scalar), None when unknown."""
+    ``guard_index``: the guard op's index in the function that ran (-1 for a guard
+    inside a loop's body); ``value``: the guarded value the program computed (a NumPy
+    scalar), None when unknown; ``steps``: for a guard inside loops, the step of each
+    loop it failed in, outermost first."""
 
-    def __init__(self, message: str, *, guard_index: int = -1, value: Any = None) -> None:
+    def __init__(self, message: str, *, guard_index: int = -1, value: Any = None,
+                 steps: tuple[int, ...] = ()) -> None:
         super().__init__(message)
         self.guard_index = guard_index
         self.value = value
+        self.steps = steps
+
+    def in_step(self, i: int, length: int) -> GuardFailed:
+        """This failure seen from the loop around it: it happened in step ``i`` of
+        ``length``."""
+        return GuardFailed(f"{self} (in step {i} of a loop of {length})", value=self.value,
+                           steps=(i, *self.steps))
 
 
 class MissingRuleError(YotaError):

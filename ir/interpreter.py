@@ -58,7 +58,9 @@ def run_op(fn: Function, i: int, env: dict[Value, np.ndarray]) -> None:
         return
     opdef = get_opdef(op.name)
     if opdef.calls:
-        results: Any = run(fn.callees[op.attrs["callee"]], *xs)
+        body = fn.callees[op.attrs["callee"]]
+        results: Any = (opdef.run_callee(op.attrs, body, xs, run) if opdef.run_callee
+                        else run(body, *xs))
     else:
         results = _apply(opdef.impl, op, xs)
         if len(op.results) == 1:

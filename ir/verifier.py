@@ -54,8 +54,8 @@ def _check_types(fn: Function, op: Op, where: str) -> None:
             callee = fn.callees.get(attrs["callee"])
             if callee is None:
                 raise VerifyError(f"{where}: unknown callee @{attrs['callee']}")
-            want = callee.output_types
-            if tuple(v.type for v in op.operands) != callee.input_types:
+            want_in, want = opdef.types_with(attrs, callee)
+            if tuple(v.type for v in op.operands) != want_in:
                 raise VerifyError(f"{where}: operand types do not match @{callee.name}")
             if op.name == "fused":
                 check_kernel(callee)

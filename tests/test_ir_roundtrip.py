@@ -189,6 +189,52 @@ for _op in ("argmax", "argmin"):
     case(_op, _emit(_op, axis=1), t(F64, 2, 3))
 
 
+def _step_body(name: str = "step") -> Function:
+    """(h, x, w) -> (tanh(h * w + x), sum(h)): one carried value, one step slice, one
+    invariant, one step output."""
+    b = Builder(name)
+    h, x, w = b.input(t(F64, 3), "h"), b.input(t(F64, 3), "x[i]"), b.input(t(F64, 3), "w")
+    with b.at("rnn.py:4"):
+        nh = b.tanh(b.add(b.mul(h, w), x))
+    return b.build([nh, b.sum(h, axes=(0,))])
+
+
+def _loop(length: int, reverse: bool) -> Callable[..., Any]:
+    def build(b: Builder, h0: Value, xs: Value, w: Value) -> tuple[Value, ...]:
+        from yota.ir.ops.loop import loop_op
+
+        body = _step_body()
+        b.callees[body.name] = body
+        return b.append(loop_op(body, [h0, xs, w], length=length, carries=1, stacked=1,
+                                reverse=reverse)).results
+    return build
+
+
+case("loop", _loop(4, False), t(F64, 3), t(F64, 4, 3), t(F64, 3), loc="rnn.py:3")
+case("loop", _loop(4, True), t(F64, 3), t(F64, 4, 3), t(F64, 3))
+case("loop", _loop(0, False), t(F64, 3), t(F64, 0, 3), t(F64, 3))
+
+
+def _nested_guarded(b: Builder, x: Value) -> Value:
+    """A loop whose body runs a loop, with a guard in the inner body."""
+    from yota.ir.ops.loop import loop_op
+
+    ib = Builder("inner")
+    c = ib.input(t(F64, 2))
+    ib.guard(ib.sum(c, axes=(0,)), expected=True, kind="bool")
+    inner = ib.build([ib.sin(c)])
+    ob = Builder("outer")
+    c = ob.input(t(F64, 2))
+    ob.callees["inner"] = inner
+    (r,) = ob.append(loop_op(inner, [c], length=3, carries=1, stacked=0)).results
+    outer = ob.build([ob.exp(r)])
+    b.callees["outer"] = outer
+    return b.append(loop_op(outer, [x], length=2, carries=1, stacked=0)).results[0]
+
+
+case("loop", _nested_guarded, t(F64, 2))
+
+
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_every_op_round_trips(op: str) -> None:
     for fn in CASES[op]:

@@ -11,6 +11,7 @@ from yota.ir.errors import GuardFailed, SignatureError, TraceError
 from . import device as _device
 from . import pipeline, randomness, tracing
 from .cache import tape_signature
+from .phases import compiling
 from .program import Program, signature
 from .tape import Tape
 from .validate import check_callable
@@ -109,8 +110,9 @@ class CompiledFunction:
         if self.f is None:
             raise SignatureError("this function was compiled from a tape; the arguments do not "
                                  "match its signature or a guard failed, and it cannot retrace")
-        _, tape = pipeline.trace_forward(self.f, args)
-        program, outs = self._add(tape, args)
+        with compiling(self.f, "forward", self.backend):  # its phases, logged
+            _, tape = pipeline.trace_forward(self.f, args)
+            program, outs = self._add(tape, args)
         assert outs is not None  # _add ran the program on args
         return _restructure(program.tape.result, outs)
 
@@ -148,5 +150,6 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
         with tracing.suspended():
             return compile(f, *tracing.detach(example_args), backend=backend, cache=cache)
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
-    _, tape = pipeline.trace_forward(f, example_args)
-    return CompiledFunction(f, tape, backend, cache, args=example_args)
+    with compiling(f, "forward", backend):  # its phases, logged (yota.phases)
+        _, tape = pipeline.trace_forward(f, example_args)
+        return CompiledFunction(f, tape, backend, cache, args=example_args)

@@ -26,6 +26,7 @@ from yota.ir.printer import print_function
 from . import device as _device
 from . import pipeline, randomness, structs, tracing
 from .cache.config import log
+from .phases import compiling, note
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
 from .tape import Tape, Var
@@ -532,11 +533,12 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
         return program, outs
     if failed is not None:
         _note_retrace(f, variants, *failed)
-    _, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
-    program = pipeline.build_grad(tape, opts.backend, optimized=opts.optimize,
-                                  cache=opts.cache)
-    program, outs = pipeline.first_run(program, args, opts.backend, kind="grad",
-                                       cache=opts.cache)
+    with compiling(f, "grad", opts.backend):  # its phases, logged (yota.phases)
+        _, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
+        program = pipeline.build_grad(tape, opts.backend, optimized=opts.optimize,
+                                      cache=opts.cache)
+        program, outs = pipeline.first_run(program, args, opts.backend, kind="grad",
+                                           cache=opts.cache)
     variants.programs.insert(0, program)
     program.variants = variants
     del variants.programs[pipeline.MAX_VARIANTS:]
@@ -594,6 +596,12 @@ class _Unweakrefable:
 
 def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], opts: Options
                      ) -> tuple[Program, list[np.ndarray]]:
+    with compiling(f, "grad", opts.backend):  # its phases, logged (yota.phases)
+        return _dynamic_build(f, args, opts)
+
+
+def _dynamic_build(f: Callable[..., Any], args: Sequence[Any], opts: Options
+                   ) -> tuple[Program, list[np.ndarray]]:
     val, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
     fn = pipeline.lower(tape)
     backend, cache = opts.backend, opts.cache
@@ -607,6 +615,7 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], opts: Options
             stats.guard_failures += 1
         else:
             stats.hits += 1
+            note(quiet=True)  # traced again, not compiled: nothing to log
             return program, outs
     program = pipeline.build_grad(tape, backend, optimized=opts.optimize, cache=cache, fn=fn)
     program, outs = pipeline.first_run(program, args, backend, kind="grad", cache=cache)
@@ -617,8 +626,9 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], opts: Options
 def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str | None,
                        optimize: bool, cache: bool = True) -> Program:
     """Trace ``f`` at ``args`` and compile its gradient program (``yota.pipeline``)."""
-    _, tape = pipeline.trace_grad(f, args)
-    return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
+    with compiling(f, "grad", backend):
+        _, tape = pipeline.trace_grad(f, args)
+        return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
 
 
 def _unpack(fn: Function | Program, tape: Tape, outs: list[Any], args: Sequence[Any]

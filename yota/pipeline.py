@@ -7,6 +7,10 @@
 ``explain``/``program_ir`` and ``yota-ir`` all build their programs with the functions
 below, so every entry point runs the same stages in the same order.
 
+Each stage runs under ``phase(name)`` (``yota.phases``): a compile's log line and
+``yota-ir --timings`` show its time. A new stage is timed by one line where it runs,
+``with phase("roll"): fn = roll(fn)``; the phases print in the order they ran.
+
 >>> import numpy as np
 >>> _, tape = trace_grad(lambda x: np.sum(x * x), (np.ones(3),))
 >>> [name for name, _ in stages(tape, "grad")]
@@ -27,30 +31,42 @@ from . import device as _device
 from . import tracing as _tracing
 from .cache.config import Counters, log
 from .lowering import to_ir
+from .phases import compiling, importing, note, phase
 from .program import Program
 from .tape import Loc, Tape, Var
 
 
 def tape_signature(tape: Tape) -> tuple[Any, ...]:
     """``yota.cache.key.tape_signature`` (the cache is imported on first use)."""
-    from .cache.key import tape_signature as signature
+    with importing("yota.cache.key"):
+        from .cache.key import tape_signature as signature
 
     return signature(tape)
 
 
 def _passes() -> Any:
     """``yota.ir.passes`` (imported on first use: a cache hit runs no pass)."""
-    from yota.ir import passes
+    with importing("yota.ir.passes"):
+        from yota.ir import passes
 
     return passes
+
+
+def _lookup() -> Any:
+    """``yota.cache.lookup`` (imported on first use)."""
+    with importing("yota.cache.lookup"):
+        from .cache import lookup
+    return lookup
 
 
 def vjp(fn: Function, wrt: list[int]) -> Function:
     """``yota.ir.autodiff.vjp`` (imported on first use: a cache hit differentiates
     nothing)."""
-    from yota.ir.autodiff import vjp as _vjp
+    with importing("yota.ir.autodiff"):
+        from yota.ir.autodiff import vjp as _vjp
 
-    return _vjp(fn, wrt)
+    with phase("vjp"):
+        return _vjp(fn, wrt)
 
 STAGES: dict[str, str] = {
     "traced": "the tape as typed IR (yota.to_ir(tape))",
@@ -111,7 +127,8 @@ def nested_forward(f: Callable[..., Any], args: Sequence[Any], what: str) -> Any
 
 def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape]:
     """Trace ``f`` at ``args`` (host copies of device arrays)."""
-    return _tracing.trace(f, *_device.host_values(args))
+    with phase("trace"):
+        return _tracing.trace(f, *_device.host_values(args))
 
 
 def trace_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
@@ -175,7 +192,10 @@ def check_scalar(tape: Tape, val: Any, f: Any, r: Any = _RESULT) -> None:
 # -- lower, differentiate, optimize -----------------------------------------------------------
 def lower(tape: Tape) -> Function:
     """The tape as typed IR."""
-    return to_ir(tape)
+    with phase("to_ir"):
+        fn = to_ir(tape)
+    note(traced=len(fn.ops))
+    return fn
 
 
 def float_leaves(tape: Tape, fn: Function) -> list[int]:
@@ -201,7 +221,28 @@ def differentiate(tape: Tape, fn: Function) -> Function:
 def optimize(fn: Function, passes: Sequence[str] | None = None, *,
              fast_math: bool = False) -> Function:
     """``fn`` after ``passes`` (default: the whole pipeline, ``yota.ir.passes.PIPELINE``)."""
-    return _passes().optimize(fn, None if passes is None else list(passes), fast_math=fast_math)
+    names = [n for n, _ in _passes().PIPELINE] if passes is None else list(passes)
+    return timed_passes(fn, names, fast_math=fast_math)[-1][1]
+
+
+def timed_passes(fn: Function, names: Sequence[str], *, fast_math: bool = False,
+                 keep: bool = False) -> list[tuple[str, Function]]:
+    """The passes ``names`` over ``fn``, one at a time, each timed as a part of phase
+    ``passes``: ``[("input", fn), (pass, fn after it), ...]`` with ``keep``, else the
+    input and the last stage (``yota.ir.passes.optimize`` with ``trace_stages``)."""
+    passes = _passes()
+    ctx = passes.PassContext(fast_math=fast_math)
+    out = [("input", fn)]
+    with phase("passes"):
+        for name in names:
+            with phase(name):
+                fn = passes.optimize(fn, [name], ctx=ctx)
+            if keep or len(out) == 1:
+                out.append((name, fn))
+            else:
+                out[-1] = (name, fn)
+    note(ops=len(fn.ops))
+    return out
 
 
 def forward_ir(tape: Tape, *, optimized: bool = True) -> Function:
@@ -234,9 +275,7 @@ def build_program(tape: Tape, fn: Function, backend: str | None, *, kind: str,
                   cache: bool = True) -> Program:
     """Compile ``fn`` (built from ``tape``) through the on-disk cache: the key comes from
     the printed IR, so a hit skips only the native compilation."""
-    from .cache.lookup import compile_cached
-
-    exe = compile_cached(fn, backend, kind=kind, use_cache=cache,
+    exe = _lookup().compile_cached(fn, backend, kind=kind, use_cache=cache,
                          signature=tape_signature(tape))
     return Program.build(tape, fn, exe)
 
@@ -246,15 +285,14 @@ def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
     """The compiled gradient program of ``tape`` (counted in ``stats.compiles``). The
     cache is asked by the traced program first: a hit skips differentiation, the passes
     and the native compilation."""
-    fn = lower(tape) if fn is None else fn
     stats.compiles += 1
-    from .cache.lookup import compile_traced
-
-    exe, built, facts = compile_traced(
-        fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
-        signature=tape_signature(tape), derivation=lambda: grad_derivation(tape, optimized),
-        use_cache=cache)
-    return Program.build(tape, built, exe, facts)
+    with compiling(tape.fname, "grad", backend):  # (joins yota.grad's, with its trace)
+        fn = lower(tape) if fn is None else fn
+        exe, built, facts = _lookup().compile_traced(
+            fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
+            signature=tape_signature(tape), derivation=lambda: grad_derivation(tape, optimized),
+            use_cache=cache)
+        return Program.build(tape, built, exe, facts)
 
 
 def grad_derivation(tape: Tape, optimized: bool = True) -> dict[str, Any]:
@@ -267,13 +305,12 @@ def grad_derivation(tape: Tape, optimized: bool = True) -> dict[str, Any]:
 def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Program:
     """The compiled, optimized forward program of ``tape`` (through the cache by the
     traced program first, as ``build_grad``)."""
-    fn = lower(tape)
-    from .cache.lookup import compile_traced
-
-    exe, built, facts = compile_traced(
-        fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
-        derivation=lambda: {"passes": _pipeline_names()}, use_cache=cache)
-    return Program.build(tape, built, exe, facts)
+    with compiling(tape.fname, "forward", backend):  # (joins yota.compile's)
+        fn = lower(tape)
+        exe, built, facts = _lookup().compile_traced(
+            fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
+            derivation=lambda: {"passes": _pipeline_names()}, use_cache=cache)
+        return Program.build(tape, built, exe, facts)
 
 
 def _pipeline_names() -> list[str]:
@@ -295,7 +332,8 @@ def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kin
     guards = program.guard_count
     for _ in range(guards + 1):
         try:
-            return program, program(args, traced_draws=True)
+            with phase("run"):
+                return program, program(args, traced_draws=True)
         except GuardFailed as e:
             fn = reanchor(program.fn, e)
             if fn is None:
@@ -348,9 +386,9 @@ def stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tuple[str,
     if upto == "grad":
         return out
     names = [n for n, _ in _passes().PIPELINE]
-    run = _passes().optimize(out[-1][1], names[:_stage_end(names, upto)], fast_math=fast_math,
-                           trace_stages=True)
-    return out + list(run[1:])
+    run = timed_passes(out[-1][1], names[:_stage_end(names, upto)], fast_math=fast_math,
+                       keep=True)
+    return out + run[1:]
 
 
 def _check_differentiable(tape: Tape, fn: Function, upto: str) -> None:
@@ -379,6 +417,4 @@ def _stage_end(names: list[str], stage: str) -> int:
 def run_passes(fn: Function, names: Sequence[str], *,
                fast_math: bool = False) -> list[tuple[str, Function]]:
     """``[("input", fn), (pass, fn after it), ...]`` for the passes ``names``."""
-    if not names:
-        return [("input", fn)]
-    return list(_passes().optimize(fn, list(names), fast_math=fast_math, trace_stages=True))
+    return timed_passes(fn, names, fast_math=fast_math, keep=True)

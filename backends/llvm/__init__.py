@@ -78,6 +78,7 @@ __all__ = ["compile", "llvm_ir", "assembly", "save", "load", "target_key", "opti
            "IndexOutOfRange", "set_object_cache"]
 
 stats = {"compiles": 0, "loads": 0}
+on_phase: Any = None  # called with "codegen" where lowering ends (yota.phases times both)
 
 
 def __getattr__(name: str) -> Any:
@@ -112,6 +113,7 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
     options.profile = profile
     mg = lower_module(fn, target, options)
     text = str(mg.module)
+    on_phase is not None and on_phase("codegen")
     mod = optimize(text, target, opt_level)
     obj = emit_object(mod, target)
     meta = Artifact.describe(fn, mg.ws_bytes, mg.failures,  # type: ignore[attr-defined]

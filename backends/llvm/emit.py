@@ -328,6 +328,13 @@ def _guard_holds(b: ir.IRBuilder, dt: np.dtype, raw: ir.Value, kind: str, expect
     return b.fcmp_ordered("==", as_f64, ir.Constant(F64, e))
 
 
+@emitter("loop")
+def _loop(g: FnGen, op: Op) -> None:
+    from .loop import emit_loop
+
+    emit_loop(g, op)
+
+
 @emitter("call")
 def _call(g: FnGen, op: Op) -> None:
     callee = g.fn.callees[op.attrs["callee"]]

@@ -64,6 +64,8 @@ class ModuleGen:
     # the workspace offset of its timestamps (two i64 per step: start and end, in ns)
     profile_steps: list[int] = field(default_factory=list)
     profile_offset: int = 0
+    # a loop body's name -> the lengths of the loops it runs in, outermost first
+    loops: dict[str, list[int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.module.triple = self.target.triple
@@ -302,7 +304,8 @@ class FnGen(FnLowering):
     # -- failures -------------------------------------------------------------------------
     def fail_if(self, cond: ir.Value, record: dict[str, Any], value: ir.Value) -> None:
         """If ``cond``, write ``value`` to the status block and return the failure code."""
-        code = self.mg.failure(record)
+        loops = self.mg.loops.get(self.fn.name)
+        code = self.mg.failure({**record, "loops": loops} if loops else record)
         with self.b.if_then(cond, likely=False):
             self.b.store(value, self.b.gep(self.status, [i64(8)], source_etype=I8))
             self.b.ret(ir.Constant(I32, code))

@@ -38,21 +38,54 @@ def vjp(fn: Function, wrt: Sequence[int] | None = None) -> Function:
     """
     out = _check_scalar(fn)
     idx = _wrt(fn, wrt)
-    active = _active(fn, {fn.inputs[i] for i in idx}, out)
     b = Builder(f"{fn.name}_vjp")
     b.inputs, b.input_labels = list(fn.inputs), list(fn.input_labels)
-    b.ops, b.callees = list(fn.ops), dict(fn.callees)
-    names = _names(fn)
-    ct: dict[Value, Value] = {}
-    if out in active:
-        with b.at(f"adjoint of {names[out]} via rule seed"):
-            ct[out] = b.const(1.0, out.dtype, ())
-    for op in reversed(fn.ops):
-        _backprop(b, fn, op, ct, active, names)
+    rev = Reverse(b, fn, {fn.inputs[i] for i in idx}, {out})
+    seeds = {}
+    if out in rev.active:
+        with b.at(f"adjoint of {rev.names[out]} via rule seed"):
+            seeds[out] = b.const(1.0, out.dtype, ())
+    ct = rev.run(seeds)
     grads = tuple(i for i in idx if fn.inputs[i] in ct)
     labels = ["value"] + [f"grad {fn.input_labels[i] or f'%{i}'}" for i in grads]
     outputs = [out] + [ct[fn.inputs[i]] for i in grads]
     return maybe_verify(b.build(outputs, labels, {"grads": grads}))
+
+
+class Reverse:
+    """Reverse mode on ``fn`` into builder ``b``: made, it appends ``fn``'s ops to ``b``;
+    ``run(seeds)`` then appends the reverse sweep from the cotangents ``seeds`` of some
+    of ``fn``'s outputs (``outs``), and returns the cotangents of the values on a path
+    from ``wrt`` (inputs of ``fn``) to those outputs, the inputs' among them.
+
+    A ``loop`` op is replaced by one that also saves, per step, what its gradient reads
+    (``rules_loop``)."""
+
+    def __init__(self, b: Builder, fn: Function, wrt: set[Value], outs: set[Value],
+                 taken: set[str] | None = None) -> None:
+        self.b, self.fn = b, fn
+        self.active = _active(fn, wrt, outs)
+        self.names = _names(fn)
+        self.loops: dict[Op, Any] = {}
+        b.callees.update(fn.callees)
+        taken = set(Function("", [], [], [], callees=b.callees).all_callees()) | (taken or set())
+        for op in fn.ops:
+            if op.name == "loop" and any(op.operands[i] in self.active
+                                         for i in _edges(fn, op)) \
+                    and any(r in self.active for r in op.results):
+                from .rules_loop import LoopGrad
+
+                lg = LoopGrad(op, fn.callees[op.attrs["callee"]], self.active, taken)
+                self.loops[op] = lg
+                b.callees[lg.fwd.name] = lg.fwd
+                op = lg.op
+            b.ops.append(op)
+
+    def run(self, seeds: dict[Value, Value]) -> dict[Value, Value]:
+        ct = {v: g for v, g in seeds.items() if v in self.active}
+        for op in reversed(self.fn.ops):
+            _backprop(self.b, self.fn, op, ct, self.active, self.names, self.loops)
+        return ct
 
 
 def _check_scalar(fn: Function) -> Value:
@@ -87,17 +120,23 @@ def _edges(fn: Function, op: Op) -> list[int]:
     return [i for i, v in enumerate(op.operands) if is_float(v.dtype) and i not in skip]
 
 
-def _active(fn: Function, wrt: set[Value], out: Value) -> set[Value]:
-    """Values on a differentiable path from a ``wrt`` input to ``out``."""
-    fwd = set(wrt)
-    for op in fn.ops:
-        if any(op.operands[i] in fwd for i in _edges(fn, op)):
-            fwd.update(r for r in op.results if is_float(r.dtype))
-    bwd = {out}
+def _active(fn: Function, wrt: set[Value], outs: set[Value]) -> set[Value]:
+    """Values on a differentiable path from a ``wrt`` input to one of ``outs``."""
+    fwd = forward_reach(fn, wrt)
+    bwd = set(outs)
     for op in reversed(fn.ops):
         if any(r in bwd for r in op.results):
             bwd.update(op.operands[i] for i in _edges(fn, op))
     return fwd & bwd
+
+
+def forward_reach(fn: Function, wrt: set[Value]) -> set[Value]:
+    """``wrt`` and the float values that depend on them through differentiable edges."""
+    fwd = set(wrt)
+    for op in fn.ops:
+        if any(op.operands[i] in fwd for i in _edges(fn, op)):
+            fwd.update(r for r in op.results if is_float(r.dtype))
+    return fwd
 
 
 def _names(fn: Function) -> dict[Value, str]:
@@ -107,7 +146,7 @@ def _names(fn: Function) -> dict[Value, str]:
 
 
 def _backprop(b: Builder, fn: Function, op: Op, ct: dict[Value, Value], active: set[Value],
-              names: dict[Value, str]) -> None:
+              names: dict[Value, str], loops: dict[Op, Any]) -> None:
     """Emit the cotangents ``op`` sends to its active operands, accumulating into ``ct``."""
     needed = [i for i in _edges(fn, op) if op.operands[i] in active]
     dys = [ct.get(r) for r in op.results]
@@ -116,7 +155,8 @@ def _backprop(b: Builder, fn: Function, op: Op, ct: dict[Value, Value], active: 
     rule_name = _rule_name(fn, op)
     sub = Builder(b.name)
     with sub.at(f"adjoint of {names[op.results[0]]} via rule {rule_name}"):
-        grads = _apply_rule(sub, fn, op, dys, needed)
+        grads = (loops[op].backward(sub, dys) if op in loops
+                 else _apply_rule(sub, fn, op, dys, needed))
         for i in needed:
             if grads[i] is not None:
                 v = op.operands[i]

@@ -15,6 +15,7 @@ from . import (  # noqa: F401 - registers
     iota,
     lapack,
     linalg,
+    loop,
     misc,
     reduce,
     shape,

@@ -27,6 +27,9 @@ class OpDef:
     - ``effect``: the op must not be removed even if its results are unused (guards).
     - ``calls``: the op runs the function ``attrs["callee"]`` (in ``fn.callees``) on its
       operands and its result types are that function's output types (``call``, ``fused``).
+    - ``callee_types``: for an op that runs its callee otherwise (``loop``): the operand
+      and result types ``callee_types(attrs, callee)`` the op has; ``run_callee``: how the
+      reference interpreter runs it, ``run_callee(attrs, callee, operands, run)``.
     """
 
     name: str
@@ -39,6 +42,16 @@ class OpDef:
     effect: bool = False
     min_in: int = 1
     calls: bool = False
+    callee_types: Callable[[dict[str, Any], Any], tuple[tuple[TensorType, ...],
+                                                        tuple[TensorType, ...]]] | None = None
+    run_callee: Callable[..., list[Any]] | None = None
+
+    def types_with(self, attrs: dict[str, Any], callee: Any
+                   ) -> tuple[tuple[TensorType, ...], tuple[TensorType, ...]]:
+        """(operand types, result types) of this op running ``callee`` (``calls`` ops)."""
+        if self.callee_types is not None:
+            return self.callee_types(attrs, callee)
+        return callee.input_types, callee.output_types
 
     def normalize_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
         missing = [a for a in self.attrs if a not in attrs]

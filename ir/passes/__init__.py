@@ -28,18 +28,20 @@ from ..errors import YotaError
 from ..verifier import maybe_verify
 from .base import Pass, PassContext
 from .batch_matmul import BATCH_MATMUL
+from .bodies import apply_nested
 from .cse import CSE
 from .dce import DCE
 from .fold import FOLD
 from .fuse import FUSE
 from .inline import INLINE
 from .plan_memory import PLAN_MEMORY, MemoryPlan, without_plan
+from .roll import ROLL
 from .simplify import SIMPLIFY
 from .tile import TILE
 from .writes import WRITES
 
 PASSES: dict[str, Pass] = {p.name: p for p in [
-    INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, WRITES, FUSE, TILE, PLAN_MEMORY,
+    INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, WRITES, FUSE, TILE, PLAN_MEMORY, ROLL,
 ]}
 
 # The default pipeline, top to bottom: (pass, why it runs at this point).
@@ -92,12 +94,16 @@ def optimize(fn: Function, passes: Sequence[str | Pass] | None = None, *,
     chosen = [_lookup(p) for p in (passes if passes is not None else [n for n, _ in PIPELINE])]
     stages: Stages = [("input", fn)]
     for p in chosen:
-        out = p.apply(fn, ctx)
-        if out is not fn and p is not PLAN_MEMORY:
-            out = without_plan(out)  # the ops changed: a plan made before is stale
-        fn = maybe_verify(out)
+        fn = maybe_verify(apply_nested(lambda f, p=p: _apply(p, f, ctx), fn))
         stages.append((p.name, fn))
     return stages if trace_stages else fn
+
+
+def _apply(p: Pass, fn: Function, ctx: PassContext) -> Function:
+    out = p.apply(fn, ctx)
+    if out is not fn and p is not PLAN_MEMORY:
+        out = without_plan(out)  # the ops changed: a plan made before is stale
+    return out
 
 
 def _lookup(p: str | Pass) -> Pass:

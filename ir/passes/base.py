@@ -27,6 +27,7 @@ class PassContext:
       (splat constants, all elements equal, are kept lazily at any size).
     - ``fold_work_limit``: ``fold`` evaluates no op that reads or writes more elements.
     - ``max_sweeps``: bound on the sweeps of a fixed-point rewrite.
+    - ``roll_min_saved``: ``roll`` makes a loop only where it saves this many ops.
     """
 
     fast_math: bool = False
@@ -34,6 +35,7 @@ class PassContext:
     fold_limit: int = 4096
     fold_work_limit: int = 1 << 20
     max_sweeps: int = 16
+    roll_min_saved: int = 32
 
 
 @dataclass(frozen=True)

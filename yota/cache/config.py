@@ -1,4 +1,12 @@
-"""The cache's settings (environment variables), its counters, errors and warnings."""
+"""The cache's settings (environment variables), its counters, errors and warnings.
+
+Yota's environment variables: ``YOTA_CACHE`` (``0``, ``off``: no on-disk cache;
+``enabled``), ``YOTA_CACHE_DIR`` (``cache_dir``), ``YOTA_CACHE_MAX_BYTES`` (``max_bytes``)
+here; for compile feedback (``yota.phases``), ``YOTA_LOG=compile`` (each compile's line
+on stderr: its op counts and the time of each phase, without configuring ``logging``)
+and ``YOTA_COMPILE_NOTICE_S`` (a compile running longer says so once; default 2 s, ``0``
+or ``off``: never); ``YOTA_VERIFY=1`` verifies the IR after every pass.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,18 @@
-"""Compiling through the cache: load a stored executable, or compile and store it."""
+"""Compiling through the cache: load a stored executable, or compile and store it.
+
+The compile's phases (``yota.phases``) are timed here: ``cache`` (``key``, ``load``,
+``store``), and the backend's ``lower`` (and ``codegen``, from where the backend marks it).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from yota.backends import get_backend
+from yota.backends import BACKENDS, DEFAULT_BACKEND, get_backend
 from yota.ir.core import Function
 
+from ..phases import hook, importing, note, phase
 from .config import BadEntry, _warn, _warn_once, enabled, log, stats
 from .key import Key, cacheable_backend, make_key, make_traced_key
 from .store import DiskCache, StoredEntry, default_cache
@@ -26,12 +31,13 @@ def compile_cached_key(fn: Function, backend: str | None, *, kind: str,
                        ) -> tuple[Any, Key | None]:
     """``compile_cached``, and the key the executable is stored under (None when the
     cache was not used)."""
-    mod = get_backend(backend)  # an unknown or broken backend raises as it always did
+    mod = _backend(backend)  # an unknown or broken backend raises as it always did
+    note(ops=len(fn.ops))
     cache = _usable_cache(mod) if use_cache and enabled() else None
     key = _key(lambda: make_key(fn, backend, kind=kind, signature=signature), fn.name) \
         if cache is not None else None
     if cache is None or key is None:
-        return mod.compile(fn), None
+        return native(mod, fn), None
     return lookup_or_compile(cache, key, fn, backend), key
 
 
@@ -55,9 +61,24 @@ def runtime_objects(cache: DiskCache, mod: Any) -> None:
         hook(cache.root / "objects")
 
 
+def _backend(name: str | None) -> Any:
+    """``get_backend(name)``, its first import timed as phase ``import``."""
+    with importing(BACKENDS.get(name or DEFAULT_BACKEND, "")):
+        return get_backend(name)
+
+
+def native(mod: Any, fn: Function) -> Any:
+    """``mod.compile(fn)``, timed as phase ``lower`` (``codegen`` from where the backend
+    marks it with its ``on_phase`` hook)."""
+    hook(mod)
+    with phase("lower"):
+        return mod.compile(fn)
+
+
 def _key(make: Callable[[], Key | None], name: str) -> Key | None:
     try:
-        return make()
+        with phase("cache.key"):
+            return make()
     except Exception as e:  # the cache must never be why a program does not run
         _warn_once(f"cannot compute a cache key for @{name} ({type(e).__name__}: "
                    f"{e}); compiling without the cache")
@@ -75,7 +96,8 @@ def compile_traced(traced: Function, build: Callable[[], Function], backend: str
     there skips the native compilation), recorded under the traced key, and returned
     with None. ``derivation``: the key's part, or a function making it (called once the
     cache directory exists: it may read what the directory remembers)."""
-    cache = _usable_cache(get_backend(backend)) if use_cache and enabled() else None
+    note(cache=None)  # (what a compile nested in this one's trace found is not ours)
+    cache = _usable_cache(_backend(backend)) if use_cache and enabled() else None
     tkey = _key(lambda: make_traced_key(traced, backend, kind=kind, signature=signature,
                                         derivation=derivation() if callable(derivation)
                                         else derivation), traced.name) \
@@ -89,7 +111,8 @@ def compile_traced(traced: Function, build: Callable[[], Function], backend: str
                                   use_cache=use_cache)
     if cache is not None and tkey is not None and key is not None \
             and cache.path(key.hex).is_dir():
-        write_name(cache, tkey, key, facts_of(fn))
+        with phase("cache.store"):
+            write_name(cache, tkey, key, facts_of(fn))
     return exe, fn, None
 
 
@@ -114,6 +137,7 @@ def _load_traced(cache: DiskCache, tkey: Key, mod: Any
     facts = rec.get("facts")
     if not isinstance(facts, dict):
         facts = None
+    note(cache="loaded")
     return exe, entry.files["program.yir"].decode(), facts  # type: ignore[return-value]
 
 
@@ -122,11 +146,13 @@ def lookup_or_compile(cache: DiskCache, key: Key, fn: Function, backend: str | N
     mod = get_backend(backend)
     exe = load(cache, key, mod)
     if exe is not None:
+        note(cache="object")
         return exe
     stats.misses += 1
     stats.compiles += 1
-    exe = mod.compile(fn)
-    save(cache, key, fn, mod, exe)
+    exe = native(mod, fn)
+    with phase("cache.store"):
+        save(cache, key, fn, mod, exe)
     return exe
 
 
@@ -149,6 +175,12 @@ def _load_entry(cache: DiskCache, hexkey: str, name: str, mod: Any,
                 entry_ok: Callable[[StoredEntry], bool]) -> tuple[Any, StoredEntry] | None:
     """The executable stored under ``hexkey`` and its entry, or None: no entry, a bad one
     (removed, with a warning), or one that ``entry_ok`` refuses."""
+    with phase("cache.load"):
+        return _read_entry(cache, hexkey, name, mod, entry_ok)
+
+
+def _read_entry(cache: DiskCache, hexkey: str, name: str, mod: Any,
+                entry_ok: Callable[[StoredEntry], bool]) -> tuple[Any, StoredEntry] | None:
     try:
         entry = cache.read(hexkey)
     except (BadEntry, OSError) as e:

@@ -6,6 +6,7 @@
     yota-ir opt grad.yir --passes simplify,cse,dce         # passes on IR text
     yota-ir graph model.py:loss --example example -o loss.svg
     yota-ir check model.py:loss --example example          # yota.grad vs finite differences
+    yota-ir compile model.py:loss --example example        # where its compile's time goes
     yota-ir profile model.py:loss --example example        # time per step, by file:line
 
 A target is ``FILE.py:FUNC`` or ``package.module:FUNC``; its example arguments come from
@@ -29,6 +30,7 @@ from . import (
     cmd_aot,
     cmd_cache,
     cmd_check,
+    cmd_compile,
     cmd_graph,
     cmd_ir,
     cmd_mlir,
@@ -50,7 +52,7 @@ from .targets import (
 
 __all__ = [
     "COLORS", "EXIT_ERROR", "EXIT_INTERNAL", "STAGES", "Target", "ToolError", "build_stages",
-    "cmd_aot", "cmd_cache", "cmd_check", "cmd_graph", "cmd_ir", "cmd_mlir", "cmd_native", "cmd_profile",
+    "cmd_aot", "cmd_cache", "cmd_check", "cmd_compile", "cmd_graph", "cmd_ir", "cmd_mlir", "cmd_native", "cmd_profile",
     "cmd_tape",
     "example_args", "float_leaves", "function_json", "load_module", "load_target", "main",
     "module_json", "pass_names", "phase", "run_passes", "split_target", "tape_json",

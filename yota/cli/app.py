@@ -113,6 +113,8 @@ def main(ctx: click.Context, show_traceback: bool) -> None:
       yota-ir graph model.py:loss --example example -o loss.svg
       yota-ir graph model.py:loss --example example --values -o loss.svg
       yota-ir check model.py:loss --example example
+      yota-ir compile model.py:loss --example example
+      yota-ir ir model.py:loss --example example --stage planned --timings
       yota-ir profile model.py:loss --example example --trace loss.json
 
     \b

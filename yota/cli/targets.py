@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -17,6 +18,7 @@ from typing import Any
 import click
 import numpy as np
 
+from yota import phases
 from yota.tape import Tape
 from yota.tracing import trace
 
@@ -148,13 +150,15 @@ def _needs_args(func: Callable[..., Any]) -> bool:
 
 def load_target(spec: str, args_expr: str | None, example: str | None, seed: int) -> Target:
     where, fname = split_target(spec)
-    module = load_module(where)
-    func = _lookup(module, fname, "function")
-    return Target(spec, module, func, example_args(module, func, args_expr, example, seed), seed)
+    with phases.phase("target"):  # its module and example arguments (--timings)
+        module = load_module(where)
+        func = _lookup(module, fname, "function")
+        args = example_args(module, func, args_expr, example, seed)
+    return Target(spec, module, func, args, seed)
 
 
 def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """TARGET and the example-argument options shared by the subcommands."""
+    """TARGET, the example-argument options and ``--timings``, shared by the subcommands."""
     decorators = [
         click.argument("target", metavar="TARGET"),
         click.option("--args", "args_expr", metavar="EXPR",
@@ -166,14 +170,33 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
                           "(it gets np.random.default_rng(SEED) if it takes `rng`)."),
         click.option("--seed", type=int, default=0, show_default=True,
                      help="Seeds np.random and random before the example arguments are made."),
+        click.option("--timings", is_flag=True,
+                     help="Also print, on stderr, how long each phase of the command's "
+                          "compile took (trace, to_ir, vjp, each pass, backend, cache)."),
     ]
+    command = _timed(command)
     for deco in reversed(decorators):
         command = deco(command)
     return command
 
 
+def _timed(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command``, which with ``timings`` records its compile's phases (``yota.phases``)
+    and prints their table on stderr (stdout stays the command's output)."""
+    @functools.wraps(command)
+    def run(*args: Any, timings: bool = False, **kwargs: Any) -> Any:
+        if not timings:
+            return command(*args, **kwargs)
+        name = str(kwargs.get("target", "")).rpartition(":")[2]
+        with phases.compiling(name, click.get_current_context().info_name or "") as rec:
+            out = command(*args, **kwargs)
+        click.echo(phases.table(rec), err=True)
+        return out
+    return run
+
+
 def trace_target(t: Target) -> Tape:
     """Trace the target at its example arguments (errors in its code reported as such)."""
-    with user_code(f"tracing {t.name}"):
+    with user_code(f"tracing {t.name}"), phases.phase("trace"):
         _, tape = trace(t.func, *t.args)
     return tape

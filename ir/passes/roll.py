@@ -1,0 +1,163 @@
+"""Rolling: repeated steps of a traced program become one ``loop`` op with a body.
+
+A Python loop traces unrolled: ``T`` copies of the same ops, each reading the previous
+step's results. ``roll`` finds such runs and folds each back into a loop (see
+``yota.ir.ops.loop``), so that everything after it (differentiation, the passes, code
+generation) works on one step instead of ``T``.
+
+Finding them, in O(n log n): every non-constant op gets a signature (name, operand and
+result types, attributes but those ``roll_steps.VARYING`` lets differ). Scanning the
+sequence of signatures from the left, a position ``i`` tries as its period ``p`` the
+distances to the next few ops with its signature; with prefix hashes, the length ``L``
+of the run where the sequence equals itself ``p`` later is found by binary search, and
+``L >= p`` means at least two steps. ``roll_steps.Steps`` then checks the steps one by
+one (every operand keeps one role: same step, previous step, or from before the loop)
+and the loop covers the steps that hold. What does not verify stays unrolled, so the
+rolled program computes exactly what the unrolled one does, op for op.
+
+A loop is only made where it saves ``PassContext.roll_min_saved`` ops (32) or more that
+compute (ops that only move data, ``DATA_OPS``, do not count). Loops in loops take one
+round each: once the inner steps are loop ops, the outer steps repeat too (a loop op's
+signature holds its body's structure, not its name); the bodies of the loops made are
+rolled in turn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Hashable
+
+from ..core import Function
+from .base import Pass, PassContext
+from .bodies import in_bodies
+from .cse import attr_key
+from .dce import dce
+from .roll_build import build_rolled
+from .roll_steps import Program, Steps, make_program
+
+# ops that only move data: a step of those alone is not worth a loop
+DATA_OPS = frozenset({"reshape", "transpose", "broadcast", "slice", "concatenate", "pad",
+                      "flip"})
+MAX_TRIES = 4  # periods tried at one position: distances to the next equal signatures
+MAX_ROUNDS = 4  # loops in loops: one round per level
+_MOD = (1 << 61) - 1
+_BASE = 1_000_003
+
+
+class _Hashes:
+    """Prefix hashes of a sequence of ints: ``lce(i, j)``, the length of the longest
+    common run starting at ``i`` and at ``j``, in O(log n)."""
+
+    def __init__(self, xs: list[int]) -> None:
+        n = len(xs)
+        self.n = n
+        self.h = [0] * (n + 1)
+        self.pw = [1] * (n + 1)
+        for k, x in enumerate(xs):
+            self.h[k + 1] = (self.h[k] * _BASE + x + 1) % _MOD
+            self.pw[k + 1] = self.pw[k] * _BASE % _MOD
+
+    def _get(self, i: int, length: int) -> int:
+        return (self.h[i + length] - self.h[i] * self.pw[length]) % _MOD
+
+    def lce(self, i: int, j: int) -> int:
+        lo, hi = 0, self.n - max(i, j)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._get(i, mid) == self._get(j, mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+
+class _CalleeKeys:
+    """A callee's structure as a key (its text, callee names replaced by their keys),
+    so that loops of equal bodies have equal signatures."""
+
+    def __init__(self, fn: Function) -> None:
+        self.callees = fn.all_callees()
+        self.keys: dict[str, Hashable] = {}
+
+    def __call__(self, name: str) -> Hashable:
+        if name not in self.keys:
+            from ..printer import print_function
+
+            body = self.callees[name]
+            text = print_function(body.replace(name="_"), with_callees=False)
+            self.keys[name] = re.sub(r'callee = "([^"]*)"',
+                                     lambda m: f"callee = {self(m.group(1))!r}", text)
+        return self.keys[name]
+
+
+def find_loops(prog: Program, min_saved: int = 32) -> list[Steps]:
+    """The loops to make, left to right, each checked (its roles found)."""
+    n = len(prog.loose)
+    hashes = _Hashes(prog.loose)
+    nxt = [-1] * n
+    last: dict[int, int] = {}
+    for k in range(n - 1, -1, -1):
+        nxt[k] = last.get(prog.loose[k], -1)
+        last[prog.loose[k]] = k
+    found: list[Steps] = []
+    failed_until: dict[int, int] = {}  # period -> position before which it failed
+    i = 0
+    while i < n - 1:
+        loop = _loop_at(prog, hashes, nxt, i, failed_until, min_saved)
+        if loop is None:
+            i += 1
+            continue
+        found.append(loop)
+        i = loop.s + loop.p * loop.m
+    return found
+
+
+def _loop_at(prog: Program, hashes: _Hashes, nxt: list[int], i: int,
+             failed_until: dict[int, int], min_saved: int) -> Steps | None:
+    j, tries = nxt[i], 0
+    while j >= 0 and tries < MAX_TRIES:
+        p = j - i
+        tries += 1
+        if p * 2 > hashes.n - i:
+            return None
+        if failed_until.get(p, -1) <= i:
+            m = 1 + hashes.lce(i, j) // p
+            if m >= 2 and (m - 1) * p >= min_saved:
+                st = Steps(prog, i, p, m)
+                steps = st.check()
+                if steps >= 2 and (steps - 1) * _work(prog, st) >= min_saved:
+                    st = Steps(prog, i, p, steps)  # its roles, without the step that failed
+                    st.check()
+                    return st
+                failed_until[p] = i + p
+        j = nxt[j]
+    return None
+
+
+def _work(prog: Program, st: Steps) -> int:
+    """The ops of a step that compute (not hoisted, not only moving data)."""
+    return sum(q not in st.roles.hoisted and prog.op(st.s + q).name not in DATA_OPS
+               for q in range(st.p))
+
+
+def roll(fn: Function, ctx: PassContext | None = None) -> Function:
+    """``fn`` with its repeated steps rolled into ``loop`` ops (``fn`` itself if none)."""
+    ctx = ctx or PassContext()
+    for _ in range(MAX_ROUNDS):
+        prog = make_program(fn, _CalleeKeys(fn), attr_key)
+        loops = find_loops(prog, ctx.roll_min_saved)
+        if not loops:
+            break
+        fn = dce(build_rolled(prog, loops), ctx)
+    return in_bodies(lambda body: roll(body, ctx), fn)
+
+
+def _apply(fn: Function, ctx: PassContext) -> Function:
+    return roll(fn, ctx)
+
+
+ROLL = Pass("roll", "fold repeated steps (a Python loop, traced unrolled) into loop ops",
+            _apply)
+
+__all__ = ["ROLL", "roll", "find_loops"]
+

@@ -1,0 +1,180 @@
+"""What ``roll`` knows about a candidate loop: ``p`` ops repeated as consecutive steps,
+checked step by step (``Steps.check``) into the roles of every operand.
+
+The ops are numbered in the *sequence* of the function's ops without constants (a
+``const`` has no operands: it is a value like an input, wherever it stands). Step ``j``
+is sequence positions ``s + j*p .. s + (j+1)*p``; ``q`` is a position within a step.
+Operand ``k`` of the op at ``q`` (a *slot*) is, in every step:
+
+- ``local``: the result of an earlier op of the same step (the same ``q`` in every step);
+- ``carry``: the result of an op of the previous step; in step 0 a value from before the
+  loop, the carried value's initial value (every slot reading that carry agrees on it);
+- ``outer``: a value from before the loop: ``invariant`` if it is the same value in
+  every step (constants compared by value), else a *sequence* stacked into one array.
+
+A position whose op differs between steps only in attributes that ``VARYING`` lists
+(the start of ``xs[t]``'s slice) is *hoisted*: its ops stay outside the loop, one per
+step, and their results are a sequence; its operands must be outer values or results of
+hoisted positions. Anything else that differs between steps (other attributes, a value
+read from two steps back, a carry without one initial value) ends the loop before that
+step. ``check`` returns how many steps hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Function, Op, Value
+
+Slot = tuple[int, int]  # (position, operand number)
+Ref = tuple[int, int]  # (position, result number)
+
+# Attributes that may differ between the steps of a hoisted position (op name -> names).
+VARYING: dict[str, tuple[str, ...]] = {"slice": ("start", "stop")}
+
+
+@dataclass
+class Program:
+    """The function being rolled, indexed once."""
+
+    fn: Function
+    seq: list[int]  # op indices of the non-constant ops
+    where: dict[Value, tuple[int, int]]  # op result -> (op index, result number)
+    loose: list[int]  # per sequence entry: its signature without VARYING attributes
+    strict: list[Hashable]  # per sequence entry: the rest of its attributes
+    const_key: dict[Value, Hashable]  # a constant's value as a key
+    seq_pos: dict[int, int] = field(default_factory=dict)  # op index -> sequence position
+
+    def __post_init__(self) -> None:
+        self.seq_pos = {i: k for k, i in enumerate(self.seq)}
+
+    def op(self, pos: int) -> Op:
+        return self.fn.ops[self.seq[pos]]
+
+    def outer_key(self, v: Value) -> Hashable:
+        """Equal for the same value, and for constants of equal value."""
+        k = self.const_key.get(v)
+        return ("value", id(v)) if k is None else k
+
+
+@dataclass
+class Roles:
+    """The roles found so far; ``keys[slot][j]``: the outer value of step ``j``."""
+
+    local: dict[Slot, Ref] = field(default_factory=dict)
+    carry: dict[Slot, Ref] = field(default_factory=dict)
+    outer: dict[Slot, list[Value]] = field(default_factory=dict)
+    init: dict[Ref, Value] = field(default_factory=dict)
+    hoisted: set[int] = field(default_factory=set)
+
+
+class Steps:
+    """Checks the steps of a candidate loop at sequence position ``s`` with ``p`` ops per
+    step, at most ``m`` steps."""
+
+    def __init__(self, prog: Program, s: int, p: int, m: int) -> None:
+        self.prog, self.s, self.p, self.m = prog, s, p, m
+        self.roles = Roles()
+
+    def step_of(self, v: Value) -> tuple[int, Ref] | None:
+        """(step, (position, result)) of a value made inside the candidate, else None."""
+        at = self.prog.where.get(v)
+        if at is None:
+            return None
+        pos = self.prog.seq_pos.get(at[0])
+        if pos is None or not self.s <= pos < self.s + self.m * self.p:
+            return None
+        j, q = divmod(pos - self.s, self.p)
+        return j, (q, at[1])
+
+    def check(self) -> int:
+        """The number of steps, from the first, whose operands keep one role."""
+        for j in range(self.m):
+            for q in range(self.p):
+                if not self._check_op(j, q):
+                    return j
+        return self.m
+
+    def _check_op(self, j: int, q: int) -> bool:
+        prog = self.prog
+        pos = self.s + j * self.p + q
+        op = prog.op(pos)
+        if j and prog.strict[pos] != prog.strict[self.s + q] and not self._hoist(q):
+            return False
+        return all(self._check_slot(j, (q, k), v) for k, v in enumerate(op.operands))
+
+    def _check_slot(self, j: int, slot: Slot, v: Value) -> bool:
+        r = self.roles
+        at = self.step_of(v)
+        if j == 0:
+            if at is None:
+                r.outer[slot] = [v]
+            else:
+                r.local[slot] = at[1]
+            return at is None or at[0] == 0
+        if slot in r.local:
+            return at is not None and at == (j, r.local[slot])
+        if slot in r.carry:
+            return at is not None and at == (j - 1, r.carry[slot])
+        if at is None:
+            r.outer[slot].append(v)
+            return True
+        return j == 1 and at[0] == 0 and self._make_carry(slot, at[1])
+
+    def _make_carry(self, slot: Slot, ref: Ref) -> bool:
+        """Slot ``slot`` read an outer value in step 0 and ``ref`` of the previous step in
+        step 1: a carry, if its initial value agrees with other slots reading it."""
+        r = self.roles
+        if ref[0] in r.hoisted or slot[0] in r.hoisted:
+            return False
+        init = r.outer.pop(slot)[0]
+        have = r.init.get(ref)
+        if have is not None and self.prog.outer_key(have) != self.prog.outer_key(init):
+            return False
+        r.init[ref] = init
+        r.carry[slot] = ref
+        return True
+
+    def _hoist(self, q: int) -> bool:
+        """Make position ``q`` hoisted (its attributes differ between steps), if it can
+        be: its op is one ``VARYING`` allows and it reads outer values or results of
+        hoisted positions only."""
+        r = self.roles
+        if q in r.hoisted:
+            return True
+        op = self.prog.op(self.s + q)
+        if op.name not in VARYING:
+            return False
+        for k in range(len(op.operands)):
+            slot = (q, k)
+            if slot in r.carry or (slot in r.local and r.local[slot][0] not in r.hoisted):
+                return False
+        if any(ref[0] == q for ref in r.carry.values()):
+            return False
+        r.hoisted.add(q)
+        return True
+
+
+def make_program(fn: Function, callee_key: Callable[[str], Hashable],
+                 attr_key: Callable[[Any], Hashable]) -> Program:
+    """Index ``fn`` for rolling: sequence, producers, signatures."""
+    seq, where, loose, strict, const_key = [], {}, [], [], {}
+    ids: dict[Hashable, int] = {}
+    for i, op in enumerate(fn.ops):
+        for k, r in enumerate(op.results):
+            where[r] = (i, k)
+        if op.name == "const":
+            const_key[op.result] = ("const", attr_key(op.attrs["value"]),
+                                    op.result.type)
+            continue
+        vary = VARYING.get(op.name, ())
+        attrs = tuple(sorted((a, callee_key(v) if a == "callee" else attr_key(v))
+                             for a, v in op.attrs.items()))
+        sig = (op.name, tuple(v.type for v in op.operands),
+               tuple(r.type for r in op.results), tuple(a for a in attrs if a[0] not in vary))
+        seq.append(i)
+        loose.append(ids.setdefault(sig, len(ids)))
+        strict.append(tuple(a for a in attrs if a[0] in vary))
+    return Program(fn, seq, where, loose, strict, const_key)
