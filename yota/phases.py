@@ -312,7 +312,7 @@ def _stderr_handler() -> None:
         return
     import logging
 
-    class Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    class Stderr(logging.StreamHandler):
         yota_log = True
 
         def __init__(self) -> None:
@@ -463,5 +463,13 @@ class _Watcher:
 
 
 _watcher = _Watcher()
+
+
+def _after_fork() -> None:
+    """A forked child has no watcher thread: a new watcher starts one when needed."""
+    global _watcher
+    _watcher = _Watcher()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_watcher.__init__)
+    os.register_at_fork(after_in_child=_after_fork)
