@@ -263,6 +263,16 @@ def test_phases_outside_a_compile_record_nothing() -> None:
     assert phases.current() is None
 
 
+def test_a_backend_splits_only_its_own_phase() -> None:
+    with phases.compiling("f", "grad", "llvm") as rec:
+        with phases.phase("run"):
+            phases.split("codegen")  # a backend compile outside phase lower
+        with phases.phase("lower"):
+            phases.split("codegen")
+    assert [p for p, _ in rec.totals()] == ["run", "lower", "codegen"]
+    check_consistent(rec)
+
+
 def test_module_doctests() -> None:
     assert doctest.testmod(phases).failed == 0
 

@@ -179,10 +179,12 @@ def importing(module: str) -> _Phase | _NoPhase:
 
 
 def split(name: str) -> None:
-    """End the innermost phase of this thread's compile here and go on as phase ``name``
-    (how a backend marks a boundary inside its ``compile``: its ``on_phase`` hook)."""
+    """End phase ``lower`` of this thread's compile here and go on as phase ``name``: a
+    backend's ``on_phase`` hook, marking where its lowering ends inside its ``compile``.
+    A backend compile run elsewhere (a profiled variant built during a first run) splits
+    nothing."""
     rec = getattr(_local, "record", None)
-    if rec is not None:
+    if rec is not None and rec.current.rpartition(".")[2] == "lower":
         rec.split(name)
 
 
