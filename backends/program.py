@@ -6,6 +6,9 @@ separate launches (the cuda backend), a list of *steps* a runtime replays in ord
 - ``Memset``: zero bytes (outputs of ``scatter_add`` and of an empty matrix product);
 - ``Gemm``: a matrix product through the target's BLAS on strided views;
 - ``Call``: another function's steps, on its operands' memory;
+- ``Loop``: another function's steps, once per step of a ``loop`` op: the carried
+  values alternate between two buffers, stacked operands and results advance one slab
+  per step;
 - ``Linalg``: a LAPACK-level op (``yota.ir.ops.lapack``) through the device's solver
   library (cuSOLVER through ``cupy.linalg``) on strided views.
 
@@ -68,6 +71,24 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Loop:
+    """The steps of ``callee``, ``length`` times (last to first if ``reverse``). Step
+    ``t`` reads carried value ``k`` from ``carries[k][t % 2]`` and writes it to the other
+    buffer (the first buffer holds the initial value); stacked operand ``j`` is read at
+    ``stacked[j][0]`` plus ``i * stacked[j][1]`` bytes for step ``i``, and so are the
+    stacked results written; the invariants are read whole."""
+
+    callee: str
+    length: int
+    reverse: bool
+    carries: tuple[tuple[Ref, Ref], ...]
+    stacked: tuple[tuple[Ref, int], ...]
+    invariants: tuple[Ref, ...]
+    outs: tuple[tuple[Ref, int], ...]
+    ws: Ref
+
+
+@dataclass(frozen=True)
 class Linalg:
     op: str  # cholesky, solve, eigh, svd...
     attrs: tuple[tuple[str, bool], ...]
@@ -76,7 +97,7 @@ class Linalg:
     failure: int  # the failure code raised when the op fails on its values (0: none)
 
 
-Step = Launch | Memset | Gemm | Call | Linalg
+Step = Launch | Memset | Gemm | Call | Loop | Linalg
 
 
 @dataclass

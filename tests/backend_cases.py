@@ -103,6 +103,62 @@ def iota_program(dt: str = "f64") -> Function:
 
 
 # -- comparison ----------------------------------------------------------------------------
+def rnn_steps(T: int = 5, dt: str = "f64") -> Function:
+    """A traced-looking RNN: ``T`` unrolled steps of ``h = tanh(xs[t] @ W + h @ U)`` and a
+    running sum of ``sum(h)``, as ``roll`` finds them (the steps are one loop when
+    rolled)."""
+    b = Builder(f"rnn{T}_{dt}")
+    xs = b.input(TensorType(dt, (T, 2, 3)), "xs")
+    w, u = b.input(TensorType(dt, (3, 4)), "W"), b.input(TensorType(dt, (4, 4)), "U")
+    h, tot = b.const(0.0, dt, (2, 4)), b.const(0.0, dt, ())
+    for t in range(T):
+        with b.at(f"rnn.py:{t % 2 + 4}"):
+            x = b.reshape(b.slice(xs, start=(t, 0, 0), stop=(t + 1, 2, 3), step=(1, 1, 1)),
+                          shape=(2, 3))
+            h = b.tanh(b.add(b.matmul(x, w), b.matmul(h, u)))
+            tot = b.add(tot, b.sum(h, axes=(0, 1)))
+    return b.build([tot])
+
+
+def loop_programs() -> list[tuple[str, Function]]:
+    """Programs with ``loop`` ops: a rolled RNN and its optimized gradient (a forward
+    loop saving residuals, a reverse loop), a loop of no steps, and a loop in a loop
+    whose inner body holds a guard."""
+    from yota.ir.autodiff import vjp
+    from yota.ir.ops.loop import loop_op
+    from yota.ir.passes import PassContext, optimize
+    from yota.ir.passes.roll import roll
+
+    out = []
+    for dt in FLOATS:
+        fn = roll(rnn_steps(5, dt), PassContext(roll_min_saved=4))
+        out += [(f"loop_rnn_{dt}", optimize(fn)),
+                (f"loop_rnn_grad_{dt}", optimize(vjp(fn, [0, 1, 2])))]
+    body = Builder("empty_body")
+    c, x = body.input(TensorType("f32", (3,))), body.input(TensorType("f32", (3,)))
+    body_fn = body.build([body.add(c, x), body.neg(x)])
+    b = Builder("no_steps")
+    c0, xs = b.input(TensorType("f32", (3,))), b.input(TensorType("f32", (0, 3)))
+    b.callees[body_fn.name] = body_fn
+    res = b.append(loop_op(body_fn, [c0, xs], length=0, carries=1, stacked=1)).results
+    out.append(("loop_no_steps", b.build(list(res))))
+    ib = Builder("inner")
+    v = ib.input(TensorType("f64", (2,)))
+    ib.guard(ib.lt(ib.sum(v, axes=(0,)), ib.const(100.0, "f64")), expected=True, kind="bool")
+    inner = ib.build([ib.sin(ib.add(v, v))])
+    ob = Builder("outer")
+    v = ob.input(TensorType("f64", (2,)))
+    ob.callees[inner.name] = inner
+    (r,) = ob.append(loop_op(inner, [v], length=3, carries=1, stacked=0)).results
+    outer = ob.build([ob.exp(r)])
+    b = Builder("nested")
+    x = b.input(TensorType("f64", (2,)))
+    b.callees[outer.name] = outer
+    out.append(("loop_nested_guard", b.build(list(b.append(loop_op(
+        outer, [x], length=2, carries=1, stacked=0, reverse=True)).results))))
+    return out
+
+
 def mismatch(fn: Function, args: list[np.ndarray], got: list[Any],
              want: list[Any]) -> str | None:
     """None if ``got`` (a backend's run of ``fn``) agrees with ``want`` (the

@@ -280,7 +280,10 @@ def bounds(fn: Function, args: Sequence[np.ndarray], *, same_impl: bool = False,
         xs, ds = [env[v] for v in op.operands], [dev[v] for v in op.operands]
         if op.name == "guard":
             continue
-        if get_opdef(op.name).calls:
+        if op.name == "loop":
+            ys, dys = _loop_bounds(op.attrs, fn.callees[op.attrs["callee"]], xs, ds,
+                                   same_impl)
+        elif get_opdef(op.name).calls:
             callee = fn.callees[op.attrs["callee"]]
             ys = run(callee, *xs)
             dys = bounds(callee, xs, same_impl=same_impl, arg_bounds=ds)
@@ -291,6 +294,28 @@ def bounds(fn: Function, args: Sequence[np.ndarray], *, same_impl: bool = False,
         for r, y, d in zip(op.results, ys, dys, strict=True):
             env[r], dev[r] = y, d
     return [dev[v] for v in fn.outputs]
+
+
+def _loop_bounds(attrs: dict[str, Any], body: Function, xs: list[np.ndarray],
+                 ds: list[np.ndarray], same_impl: bool
+                 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """A loop's values and bounds, step by step: each step's carried bounds are the
+    next step's input bounds."""
+    from yota.ir.ops.loop import LoopShape, run_loop
+
+    sh = LoopShape.of(attrs)
+    ys = run_loop(attrs, body, xs, run)
+    (c, s, w), (dc, ds_, dw) = sh.split_operands(xs), sh.split_operands(ds)
+    dys = [np.zeros(y.shape) for y in ys[sh.carries:]]
+    for i in sh.steps():
+        ins = c + [x[i] for x in s] + w
+        step = bounds(body, ins, same_impl=same_impl,
+                      arg_bounds=dc + [d[i] for d in ds_] + dw)
+        c = run(body, *ins)[:sh.carries]
+        dc = step[:sh.carries]
+        for d, e in zip(dys, step[sh.carries:], strict=True):
+            d[i] = e
+    return ys, dc + dys
 
 
 def _run_values_op(op: Any, xs: list[np.ndarray]) -> list[np.ndarray]:

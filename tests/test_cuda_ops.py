@@ -42,6 +42,7 @@ from backend_cases import (  # noqa: E402
     binary_program,
     inputs,
     iota_program,
+    loop_programs,
     mismatch,
     sample,
     unary_program,
@@ -309,12 +310,17 @@ def _iota_cases(rng: np.random.Generator) -> list[Case]:
     return out
 
 
+def _loop_cases(rng: np.random.Generator) -> list[Case]:
+    return [Case(label, fn, inputs(rng, fn, special=False), ("loop",))
+            for label, fn in loop_programs()]
+
+
 def op_programs(seed: int = 0) -> list[Case]:
     """Programs covering every op of the op table, with inputs."""
     rng = np.random.default_rng(seed)
     return (_elementwise_cases(rng) + _reduction_cases(rng) + _shape_cases(rng)
             + _index_cases(rng) + _matmul_cases(rng) + _lapack_cases(rng) + _misc_cases(rng)
-            + _iota_cases(rng))
+            + _iota_cases(rng) + _loop_cases(rng))
 
 
 # -- comparison ------------------------------------------------------------------------------------

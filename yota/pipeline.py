@@ -21,6 +21,7 @@ f64[3]
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,7 +70,7 @@ def vjp(fn: Function, wrt: list[int]) -> Function:
         return _vjp(fn, wrt)
 
 STAGES: dict[str, str] = {
-    "traced": "the tape as typed IR (yota.to_ir(tape))",
+    "traced": "the tape as typed IR (yota.to_ir(tape)), repeated steps rolled into loops",
     "grad": "value and gradients by rule rewrites (vjp, w.r.t. every float leaf)",
     "optimized": "after the default pipeline's passes that come before fusion",
     "fused": "after fusion: elementwise chains become `fused` kernels",
@@ -198,6 +199,24 @@ def lower(tape: Tape) -> Function:
     return fn
 
 
+def traced_ir(tape: Tape) -> Function:
+    """The tape as typed IR with its repeated steps rolled into loop ops
+    (``yota.ir.passes.roll``; ``YOTA_ROLL=0`` leaves them unrolled): the program every
+    compiled stage starts from."""
+    fn = lower(tape)
+    if not roll_enabled():
+        return fn
+    from yota.ir.passes.roll import roll
+
+    with phase("roll"):
+        return roll(fn)
+
+
+def roll_enabled() -> bool:
+    """Repeated steps are rolled into loops unless ``YOTA_ROLL=0``."""
+    return os.environ.get("YOTA_ROLL", "1") not in ("0", "")
+
+
 def float_leaves(tape: Tape, fn: Function) -> list[int]:
     """The inputs yota.grad differentiates: every float leaf of the arguments (of those
     in ``tape.wrt`` when it is set)."""
@@ -247,7 +266,7 @@ def timed_passes(fn: Function, names: Sequence[str], *, fast_math: bool = False,
 
 def forward_ir(tape: Tape, *, optimized: bool = True) -> Function:
     """The program ``yota.compile`` runs for ``tape``."""
-    fn = lower(tape)
+    fn = traced_ir(tape)
     return optimize(fn) if optimized else fn
 
 
@@ -255,7 +274,7 @@ def grad_ir(tape: Tape, *, optimized: bool = True, fn: Function | None = None,
             passes: Sequence[str] | None = None) -> Function:
     """The program ``yota.grad`` runs for ``tape`` (``fn``: its IR, if already lowered;
     ``passes``: other passes than the whole pipeline)."""
-    gfn = differentiate(tape, lower(tape) if fn is None else fn)
+    gfn = differentiate(tape, traced_ir(tape) if fn is None else fn)
     return optimize(gfn, passes) if optimized else gfn
 
 
@@ -287,7 +306,7 @@ def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
     and the native compilation."""
     stats.compiles += 1
     with compiling(tape.fname, "grad", backend):  # (joins yota.grad's, with its trace)
-        fn = lower(tape) if fn is None else fn
+        fn = traced_ir(tape) if fn is None else fn
         exe, built, facts = _lookup().compile_traced(
             fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
             signature=tape_signature(tape), derivation=lambda: grad_derivation(tape, optimized),
@@ -306,7 +325,7 @@ def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Pro
     """The compiled, optimized forward program of ``tape`` (through the cache by the
     traced program first, as ``build_grad``)."""
     with compiling(tape.fname, "forward", backend):  # (joins yota.compile's)
-        fn = lower(tape)
+        fn = traced_ir(tape)
         exe, built, facts = _lookup().compile_traced(
             fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
             derivation=lambda: {"passes": _pipeline_names()}, use_cache=cache)
@@ -377,7 +396,7 @@ def guard_loc(fn: Function, tape: Tape, e: GuardFailed) -> Loc | None:
 def stages(tape: Tape, upto: str, *, fast_math: bool = False) -> list[tuple[str, Function]]:
     """``[("traced", fn), ("grad", fn), (pass name, fn after it), ...]`` through stage
     ``upto`` (a key of ``STAGES``); the last one is what that stage compiles."""
-    fn = lower(tape)
+    fn = traced_ir(tape)
     out = [("traced", fn)]
     if upto == "traced":
         return out

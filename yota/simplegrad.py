@@ -39,7 +39,8 @@ def _attr_src(v: Any) -> str:
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, top: str = "") -> None:
+        self.top = top  # the name of the function the code is generated for
         self.names: dict[Value, str] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.lines: list[str] = []
@@ -71,28 +72,58 @@ class _Writer:
 
 
 def _source(gfn: Function, tape: Tape, fname: str) -> tuple[str, dict[str, np.ndarray]]:
-    w = _Writer()
+    w = _Writer(gfn.name)
     params = list(tape.argnames)
     body = []
     for (argnum, path, _), v in zip(tape.leaf_vars, gfn.inputs, strict=False):
         body.append(f"{w.name(v)} = {structs.format_path(path, params[argnum])}")
         body[-1] = body[-1].replace(f"{params[argnum]}.", f"{params[argnum]}.", 1)
-    for i, op in enumerate(gfn.ops):
-        if op.name == "guard":
-            x, kind, expected = w.name(op.operands[0]), op.attrs["kind"], op.attrs["expected"]
-            body.append(f"if not yops.guard({x}, expected={expected!r}, kind={kind!r}): "
-                        f"raise GuardFailed('the branch at {op.loc} goes the other way', "
-                        f"guard_index={i}, value={x})")
-            continue
-        lhs = ", ".join(w.name(r) for r in op.results)
-        line = f"{lhs} = {w.op_expr(op)}"
-        body.append(line + (f"  # {op.loc}" if op.loc and not op.loc.startswith("adjoint")
-                            else ""))
+    for i in range(len(gfn.ops)):
+        body.extend(_op_lines(w, gfn, i))
     grads = _grad_exprs(gfn, tape, w)
     body.append(f"return {w.name(gfn.outputs[0])}, {', '.join(grads)}"
                 if grads else f"return {w.name(gfn.outputs[0])},")
     src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body)
     return src, w.consts
+
+
+def _op_lines(w: _Writer, fn: Function, i: int) -> list[str]:
+    """The source lines of op ``i`` of ``fn``."""
+    op = fn.ops[i]
+    if op.name == "guard":
+        x, kind, expected = w.name(op.operands[0]), op.attrs["kind"], op.attrs["expected"]
+        return [f"if not yops.guard({x}, expected={expected!r}, kind={kind!r}): "
+                f"raise GuardFailed('the branch at {op.loc} goes the other way', "
+                f"guard_index={i if fn.name == w.top else -1}, value={x})"]
+    if op.name == "loop":
+        return _loop_lines(w, fn, op)
+    lhs = ", ".join(w.name(r) for r in op.results)
+    line = f"{lhs} = {w.op_expr(op)}"
+    return [line + (f"  # {op.loc}" if op.loc and not op.loc.startswith("adjoint") else "")]
+
+
+def _loop_lines(w: _Writer, fn: Function, op: Any) -> list[str]:
+    """A ``loop`` op as a Python ``for`` loop calling its body, a nested function."""
+    body = fn.callees[op.attrs["callee"]]
+    name = f"_{body.name.replace('.', '_')}"
+    lines = [f"def {name}({', '.join(w.name(v) for v in body.inputs)}):"]
+    for j in range(len(body.ops)):
+        lines.extend(f"    {ln}" for ln in _op_lines(w, body, j))
+    lines.append(f"    return ({', '.join(w.name(v) for v in body.outputs)},)")
+    n, nc, ns = op.attrs["length"], op.attrs["carries"], op.attrs["stacked"]
+    carried = [w.name(r) for r in op.results[:nc]]
+    ys = [w.name(r) for r in op.results[nc:]]
+    if carried:
+        lines.append(f"{', '.join(carried)}, = {', '.join(w.name(v) for v in op.operands[:nc])},")
+    lines += [f"{y} = np.empty({r.shape}, dtype=np.{r.dtype.name})"
+              for y, r in zip(ys, op.results[nc:], strict=True)]
+    steps = f"range({n} - 1, -1, -1)" if op.attrs["reverse"] else f"range({n})"
+    args = carried + [f"{w.name(v)}[_i]" for v in op.operands[nc:nc + ns]]
+    args += [w.name(v) for v in op.operands[nc + ns:]]
+    outs = carried + [f"{y}[_i]" for y in ys]
+    lines.append(f"for _i in {steps}:  # {op.loc or 'loop'}")
+    lines.append(f"    {', '.join(outs)}, = {name}({', '.join(args)})")
+    return lines
 
 
 def _grad_exprs(gfn: Function, tape: Tape, w: _Writer) -> list[str]:

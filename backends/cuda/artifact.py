@@ -22,7 +22,7 @@ from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
 from ..layout import Storage
-from ..program import Call, FnPlan, Gemm, Launch, Linalg, Memset, View
+from ..program import Call, FnPlan, Gemm, Launch, Linalg, Loop, Memset, View
 from .kernel import Config
 from .lower import Module
 
@@ -106,6 +106,12 @@ def _step(s: Any) -> dict[str, Any]:
     if type(s) is Call:
         return {"call": s.callee, "ins": [_ref(r) for r in s.ins],
                 "outs": [_ref(r) for r in s.outs], "ws": _ref(s.ws)}
+    if type(s) is Loop:
+        return {"loop": s.callee, "length": int(s.length), "reverse": bool(s.reverse),
+                "carries": [[_ref(a), _ref(b)] for a, b in s.carries],
+                "stacked": [[_ref(r), int(n)] for r, n in s.stacked],
+                "invariants": [_ref(r) for r in s.invariants],
+                "outs": [[_ref(r), int(n)] for r, n in s.outs], "ws": _ref(s.ws)}
     raise TypeError(f"unknown step {s!r}")
 
 
@@ -121,6 +127,12 @@ def _unstep(d: dict[str, Any]) -> Any:
         return Linalg(d["linalg"], tuple((k, bool(v)) for k, v in d["attrs"]),
                       tuple(_unview(v) for v in d["ins"]),
                       tuple(_unview(v) for v in d["outs"]), int(d["failure"]))
+    if "loop" in d:
+        return Loop(d["loop"], int(d["length"]), bool(d["reverse"]),
+                    tuple((tuple(a), tuple(b)) for a, b in d["carries"]),
+                    tuple((tuple(r), int(n)) for r, n in d["stacked"]),
+                    tuple(tuple(r) for r in d["invariants"]),
+                    tuple((tuple(r), int(n)) for r, n in d["outs"]), tuple(d["ws"]))
     return Call(d["call"], tuple(tuple(r) for r in d["ins"]),
                 tuple(tuple(r) for r in d["outs"]), tuple(d["ws"]))
 

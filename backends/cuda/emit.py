@@ -14,7 +14,7 @@ from yota.ir.ops.lapack import LAPACK_OPS
 from ..emit import new_table
 from ..failures import guard_record, index_record, linalg_record
 from ..layout import Loc
-from ..program import STATUS, Call, Gemm, Linalg, Memset, View
+from ..program import STATUS, Call, Gemm, Linalg, Loop, Memset, View
 from .lower import FnGen
 from .special import (
     Strided,
@@ -86,7 +86,7 @@ def _lapack(g: FnGen, op: Op) -> None:
     of the operands and results; a failure on the values raises the op's record."""
     if not any(r.type.size for r in op.results):
         return
-    code = (g.mod.failure(linalg_record(op, g.op_index, op.name))
+    code = (g.failure(linalg_record(op, g.op_index, op.name))
             if op.name in LINALG_FAILURES else 0)
     g.steps.append(Linalg(op.name, tuple(sorted(op.attrs.items())),
                           tuple(_view_of(g, g.loc(v), v) for v in op.operands),
@@ -111,7 +111,7 @@ def _indexed(g: FnGen, op: Op, *, scatter: bool, overwrite: bool = False) -> Non
         g.steps.append(Memset(g.ref(g.loc(big), big.dtype), big.type.nbytes))
     if small.type.size == 0:
         return
-    codes = [g.mod.failure(index_record(op, g.op_index, m)) for m in range(len(idx))]
+    codes = [g.failure(index_record(op, g.op_index, m)) for m in range(len(idx))]
     src = render_indexed(g.cfg, scatter=scatter, overwrite=overwrite, small_shape=small.shape,
                          big_shape=big.shape, axis=axis, small=_strided(g.loc(small), small),
                          big=_strided(g.loc(big), big),
@@ -152,7 +152,7 @@ def _argext(g: FnGen, op: Op) -> None:
 @emitter("guard")
 def _guard(g: FnGen, op: Op) -> None:
     x = op.operands[0]
-    code = g.mod.failure(guard_record(op, g.op_index))
+    code = g.failure(guard_record(op, g.op_index))
     src = render_guard(g.cfg, dt=x.dtype, off=0, kind=op.attrs["kind"],
                        expected=op.attrs["expected"], code=code)
     g.special(src, (1, 1, 1), [g.ref(g.loc(x), x.dtype), (STATUS, 0)], block=1)
@@ -165,3 +165,35 @@ def _call(g: FnGen, op: Op) -> None:
     ins = [g.ref(g.operand_loc(g.op_index, k, v), v.dtype) for k, v in enumerate(op.operands)]
     outs = tuple(g.ref(g.loc(r), r.dtype) for r in op.results)
     g.steps.append(Call(callee.name, tuple(ins), outs, g.scratch(plan.ws_bytes)))
+
+
+@emitter("loop")
+def _loop(g: FnGen, op: Op) -> None:
+    """The body's steps once per step (``Loop``); the initial carried values are copied
+    into the buffers step 0 reads: the result's, or a scratch region, so that the last
+    step writes the result."""
+    from yota.ir.ops.loop import LoopShape
+
+    body = g.fn.callees[op.attrs["callee"]]
+    sh = LoopShape.of(op.attrs)
+    outer = g.mod.loops.get(g.fn.name, [])
+    g.mod.loops[body.name] = outer + [sh.length]
+    plan = g.function(body)
+    carries = []
+    for k, r in enumerate(op.results[:sh.carries]):
+        res = g.loc(r)
+        tmp = (g.scratch(r.type.nbytes)[0], 0) if r.type.nbytes else (-1, 0)
+        pair = ((res.storage, res.offset * r.dtype.itemsize), tmp)
+        first, second = pair if sh.length % 2 == 0 else pair[::-1]
+        if r.type.nbytes:
+            dst = g.loc(r) if first == pair[0] else Loc(tmp[0], 0, res.strides)
+            g.copy(r.shape, g.operand_loc(g.op_index, k, op.operands[k]), r.dtype, dst)
+        carries.append((first, second))
+    ins = [(g.ref(g.operand_loc(g.op_index, k, v), v.dtype), v.type.nbytes // max(sh.length, 1))
+           for k, v in enumerate(op.operands) if sh.carries <= k < sh.carries + sh.stacked]
+    inv = [g.ref(g.operand_loc(g.op_index, k, v), v.dtype)
+           for k, v in enumerate(op.operands) if k >= sh.carries + sh.stacked]
+    outs = [(g.ref(g.loc(r), r.dtype), r.type.nbytes // max(sh.length, 1))
+            for r in op.results[sh.carries:]]
+    g.steps.append(Loop(body.name, sh.length, sh.reverse, tuple(carries), tuple(ins),
+                        tuple(inv), tuple(outs), g.scratch(plan.ws_bytes)))

@@ -54,6 +54,8 @@ class Module:
     inputs: list[Any] = field(default_factory=list)  # TensorTypes of the main function
     outputs: list[Any] = field(default_factory=list)
     labels: list[str | None] = field(default_factory=list)
+    # a loop body's name -> the lengths of the loops it runs in, outermost first
+    loops: dict[str, list[int]] = field(default_factory=dict)
 
     def kernel(self, template: str, prefix: str = "y") -> str:
         """Add a kernel (source with ``NAME``); returns its name."""
@@ -104,6 +106,12 @@ class FnGen(FnLowering):
         if fn.name not in self.mod.plans:
             self.mod.plans[fn.name] = FnGen(self.mod, fn, self.emitters).run()
         return self.mod.plans[fn.name]
+
+    def failure(self, record: dict[str, Any]) -> int:
+        """The failure code of ``record`` (inside loops: with the loops' lengths, so that
+        the error names the step)."""
+        loops = self.mod.loops.get(self.fn.name)
+        return self.mod.failure({**record, "loops": loops} if loops else record)
 
     # -- memory ----------------------------------------------------------------------------
     def ref(self, loc: Loc, dtype: np.dtype, extra: int = 0) -> Ref:

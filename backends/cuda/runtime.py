@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..failures import linalg_failure, raise_failure
-from ..program import STATUS, Call, FnPlan, Gemm, Launch, Linalg, Memset
+from ..program import STATUS, Call, FnPlan, Gemm, Launch, Linalg, Loop, Memset
 from ..signature import check_arity, check_input
 from .kernel import Config
 from .lower import Module
@@ -253,8 +253,11 @@ class CudaExecutable:
     def __call__(self, *args: Any) -> list[Any]:
         dev = self.device
         arrs, outs, ws, ws_addr = self._buffers(args)
-        self._run(self._main, [dev.address(a) for a in arrs],
-                  [dev.address(o) for o in outs], ws_addr, ws_addr, keep=(arrs, ws))
+        try:
+            self._run(self._main, [dev.address(a) for a in arrs],
+                      [dev.address(o) for o in outs], ws_addr, ws_addr, keep=(arrs, ws))
+        except _InLoop as e:  # a failure in a loop's body: the status words and the steps
+            self._check(e.raw + np.asarray(e.steps, np.int64).tobytes())
         if self.module.failures:
             self._check(dev.read(ws_addr, 16))
         return outs
@@ -293,6 +296,12 @@ class CudaExecutable:
                                          for v in vs)
                 prog.append((Linalg, step.op, dict(step.attrs), views(step.ins),
                              views(step.outs), step.failure))
+            elif type(step) is Loop:
+                prog.append((Loop, self.module.plans[step.callee], step.length, step.reverse,
+                             tuple((slot(a), slot(b)) for a, b in step.carries),
+                             tuple((slot(r), n) for r, n in step.stacked),
+                             tuple(map(slot, step.invariants)),
+                             tuple((slot(r), n) for r, n in step.outs), slot(step.ws)))
             else:
                 assert isinstance(step, Call)
                 prog.append((Call, self.module.plans[step.callee], tuple(map(slot, step.ins)),
@@ -321,10 +330,34 @@ class CudaExecutable:
                              for (i, o), shape, strides, dt in step[1:]))
             elif kind is Linalg:
                 self._linalg(step, addrs)
+            elif kind is Loop:
+                self._loop(step, addrs, status)
             else:
                 _, callee, cins, couts, (wi, wo) = step
                 self._run(callee, [addrs[i] + o for i, o in cins],
                           [addrs[i] + o for i, o in couts], addrs[wi] + wo, status)
+
+    def _loop(self, step: tuple[Any, ...], addrs: list[int], status: int) -> None:
+        """A ``Loop`` step: the body's steps once per step. Where a failure inside the body
+        can name its step, the status words are read after each step (a synchronization:
+        only for loops whose body can fail)."""
+        _, callee, n, reverse, carries, stacked, inv, outs, (wi, wo) = step
+        at = lambda r: addrs[r[0]] + r[1]  # noqa: E731
+        bufs = [(at(a), at(b)) for a, b in carries]
+        ws, fixed = addrs[wi] + wo, [at(r) for r in inv]
+        watch = any(rec.get("loops") for rec in self.module.failures)
+        for t in range(n):
+            i = n - 1 - t if reverse else t
+            ins = [b[t % 2] for b in bufs] + [at(r) + i * m for r, m in stacked] + fixed
+            res = [b[1 - t % 2] for b in bufs] + [at(r) + i * m for r, m in outs]
+            try:
+                self._run(callee, ins, res, ws, status)
+            except _InLoop as e:
+                raise _InLoop(e.raw, [i, *e.steps]) from None
+            if watch:
+                raw = self.device.read(status, 16)
+                if int(np.frombuffer(raw, np.uint64, count=1)[0]):
+                    raise _InLoop(raw, [i])
 
     def _linalg(self, step: tuple[Any, ...], addrs: list[int]) -> None:
         """A LAPACK-level op on the device (``dev.linalg``); NumPy's ``LinAlgError`` (a
@@ -349,3 +382,12 @@ class CudaExecutable:
     def __repr__(self) -> str:
         return (f"<CudaExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} "
                 f"outputs, {len(self.module.kernels)} kernels on {self.device.name}>")
+
+
+class _InLoop(Exception):
+    """A failure inside a loop's body: the status words and the step of each loop around
+    it, outermost first."""
+
+    def __init__(self, raw: bytes, steps: list[int]) -> None:
+        super().__init__("a failure inside a loop")
+        self.raw, self.steps = raw, steps

@@ -20,6 +20,7 @@ from yota.ir.types import TensorType
 
 from . import index as _index  # noqa: F401 - registers gather, scatter_add
 from . import linalg as _linalg  # noqa: F401 - registers the LAPACK-level ops
+from . import loop as _loop  # noqa: F401 - registers loop (scf.for)
 from .context import FnCtx, ModuleCtx
 from .emit import EMITTERS
 from .text import location, memref, symbol, tensor

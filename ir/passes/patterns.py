@@ -217,6 +217,12 @@ def slice_all(op: Op, m: View) -> Rewrite | None:
     return x if op.result.shape == x.shape and set(op.attrs["step"]) <= {1} else None
 
 
+def pad_none(op: Op, m: View) -> Rewrite | None:
+    """A pad that adds no element -> x."""
+    a = op.attrs
+    return op.operands[0] if not any(a["low"] + a["high"] + a["interior"]) else None
+
+
 def _row_block(v: Value, m: View) -> tuple[Value, int, int] | None:
     """(X, lo, hi) if ``v`` is rows lo:hi of X along axis 0 (a step-1 slice that keeps
     every other axis whole), or such a slice of one row reshaped to drop that axis."""
@@ -449,6 +455,7 @@ PATTERNS: dict[str, list[Pattern]] = {
     "reshape": [reshape_reshape],
     "broadcast": [broadcast_broadcast],
     "slice": [slice_all],
+    "pad": [pad_none],
     "concatenate": [concat_rows],
     "sum_to": [sum_to_as_sum],
     "sum": [sum_of_copies],

@@ -222,7 +222,9 @@ class _Loop:
         stop[a] = start[a] + (m - 1) * d[a] + 1
         step = list(first.attrs["step"])
         step[a] = d[a]
-        v = self._emit("slice", [src], start=start, stop=tuple(stop), step=tuple(step))
+        v = src
+        if tuple(stop) != src.shape or any(start) or any(x != 1 for x in step):
+            v = self._emit("slice", [src], start=start, stop=tuple(stop), step=tuple(step))
         if a:
             v = self._emit("transpose", [v], perm=(a,) + tuple(k for k in range(v.ndim)
                                                                 if k != a))
