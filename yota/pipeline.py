@@ -321,11 +321,12 @@ def grad_derivation(tape: Tape, optimized: bool = True) -> dict[str, Any]:
             "has_aux": tape.has_aux, "passes": _pipeline_names() if optimized else []}
 
 
-def build_forward(tape: Tape, backend: str | None, *, cache: bool = True) -> Program:
+def build_forward(tape: Tape, backend: str | None, *, cache: bool = True,
+                  fn: Function | None = None) -> Program:
     """The compiled, optimized forward program of ``tape`` (through the cache by the
-    traced program first, as ``build_grad``)."""
+    traced program first, as ``build_grad``; ``fn``: its IR, if already lowered)."""
     with compiling(tape.fname, "forward", backend):  # (joins yota.compile's)
-        fn = traced_ir(tape)
+        fn = traced_ir(tape) if fn is None else fn
         exe, built, facts = _lookup().compile_traced(
             fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
             derivation=lambda: {"passes": _pipeline_names()}, use_cache=cache)
@@ -348,12 +349,18 @@ def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kin
     NumPy). The compiled program may compute that value with other rounding; then the
     guard is re-anchored to the compiled program's own value and the program rebuilt, so
     the inputs that built a program always pass its guards, on every backend."""
-    guards = program.guard_count
-    for _ in range(guards + 1):
+    tries = 0
+    while tries <= program.guard_count + 1:  # each guard re-anchored once, and unrolling
+        tries += 1
         try:
             with phase("run"):
                 return program, program(args, traced_draws=True)
         except GuardFailed as e:
+            if e.steps:  # a guard in a loop's body: its steps cannot each be re-anchored
+                log.info("yota: a guard in a loop fails on its own inputs (%s); compiling "
+                         "the steps unrolled", e)
+                program = _unrolled(program, backend, kind, cache)
+                continue
             fn = reanchor(program.fn, e)
             if fn is None:
                 raise YotaError(f"{program.tape.fname}: the compiled program fails its own "
@@ -363,6 +370,14 @@ def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kin
             program = build_program(program.tape, fn, backend, kind=kind, cache=cache)
     raise YotaError(f"{program.tape.fname}: could not anchor the guards of the compiled "
                     "program to its own values; this is a Yota bug, please report it")
+
+
+def _unrolled(program: Program, backend: str | None, kind: str, cache: bool) -> Program:
+    """``program`` built again from its tape without rolling its steps into loops."""
+    fn = lower(program.tape)
+    if kind == "grad":
+        return build_grad(program.tape, backend, cache=cache, fn=fn)
+    return build_forward(program.tape, backend, cache=cache, fn=fn)
 
 
 def reanchor(fn: Function, e: GuardFailed) -> Function | None:

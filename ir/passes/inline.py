@@ -39,8 +39,12 @@ def inline(fn: Function, ctx: PassContext) -> Function:
         body_ops, outs = _inlined(fn.callees[op.attrs["callee"]], args, op.loc)
         ops.extend(body_ops)
         subst.update(zip(op.results, outs, strict=True))
-    callees = {k: f for k, f in fn.callees.items()
-               if any(op.attrs.get("callee") == k for op in ops)}
+    have = dict(fn.callees)
+    for op in fn.ops:  # what the inlined ops run (a loop's body...) comes with them
+        if op.name == "call":
+            have.update(fn.callees[op.attrs["callee"]].all_callees())
+    used = {op.attrs["callee"] for op in ops if "callee" in op.attrs}
+    callees = {k: f for k, f in have.items() if k in used}
     return rebuild(fn, ops, subst, callees=callees)
 
 
