@@ -34,6 +34,7 @@ from .dce import DCE
 from .fold import FOLD
 from .fuse import FUSE
 from .inline import INLINE
+from .loops import LOOPS
 from .plan_memory import PLAN_MEMORY, MemoryPlan, without_plan
 from .roll import ROLL
 from .simplify import SIMPLIFY
@@ -42,6 +43,7 @@ from .writes import WRITES
 
 PASSES: dict[str, Pass] = {p.name: p for p in [
     INLINE, FOLD, SIMPLIFY, CSE, DCE, BATCH_MATMUL, WRITES, FUSE, TILE, PLAN_MEMORY, ROLL,
+    LOOPS,
 ]}
 
 # The default pipeline, top to bottom: (pass, why it runs at this point).
@@ -52,10 +54,13 @@ PIPELINE: list[tuple[str, str]] = [
     ("cse", "the backward part recomputes forward values: compute each once"),
     ("fold", "simplify and cse expose new ops on constants"),
     ("dce", "drop what the rewrites above left unread"),
+    ("loops", "a loop's invariant ops run once; running sums and products of step slices "
+     "are computed over all steps at once; unread loop results are dropped"),
     ("batch_matmul", "many small GEMMs over a shared operand become one large GEMM"),
     ("simplify", "batching leaves slices of concatenations to clean up"),
     ("cse", "batching can make equal concatenations"),
     ("dce", "drop the unbatched products"),
+    ("loops", "batching inside a loop's body can concatenate invariants: run them once"),
     ("writes", "reads of a region just written read the value; padded cotangents are "
      "added into their region only, so buffers filled step by step update in place"),
     ("dce", "drop the buffer versions and pads the writes pass left unread"),
