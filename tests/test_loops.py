@@ -367,3 +367,52 @@ def test_rolling_costs_work_linear_in_the_program(monkeypatch: pytest.MonkeyPatc
         assert loops_of(rolled)[0].attrs["length"] == steps
         work.append(counted[0])
     assert work[1] <= 12 * work[0], work
+
+
+# -- checkpointed loops -------------------------------------------------------------------------------
+@pytest.mark.parametrize("steps,segment", [(23, True), (16, True), (9, 2), (30, 7)])
+def test_checkpointed_gradient_equals_the_plain_one(steps: int, segment: Any) -> None:
+    from yota.ir.autodiff.checkpoint import checkpoint_loops
+
+    fn = roll(rnn_steps(steps), PassContext(roll_min_saved=4))
+    ck = checkpoint_loops(fn, segment)
+    bodies = [f for f in ck.all_callees().values() if f.attrs.get("checkpoint")]
+    assert len(bodies) == 1
+    args = irgen.example_inputs(fn, np.random.default_rng(steps))
+    assert irgen.same_results(run(fn, *args), run(ck, *args)) is None
+    want = run(vjp(fn), *args)
+    for got in (run(vjp(ck), *args), llvm.compile(optimize(vjp(ck)))(*args)):
+        for a, b in zip(want, got, strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-13)
+
+
+def test_checkpointing_keeps_memory_of_order_sqrt_steps() -> None:
+    """The memory plan's peak bytes of the gradient program: with checkpoints, what is
+    kept per step is one carried value every sqrt(T) steps (and one segment's values)."""
+    from yota.ir.autodiff.checkpoint import checkpoint_loops
+    from yota.ir.passes.plan_memory import MemoryPlan
+
+    peak = {}
+    for steps in (100, 400):
+        fn = roll(rnn_steps(steps), PassContext(roll_min_saved=4))
+        for policy in (False, True):
+            g = optimize(vjp(checkpoint_loops(fn, policy), [1, 2]))  # not xs: O(T) itself
+            plan = MemoryPlan.of(g)
+            assert plan is not None
+            peak[steps, policy] = plan.peak_bytes
+    assert peak[400, False] > 3.5 * peak[100, False]  # O(T)
+    assert peak[400, True] < 2.5 * peak[100, True]  # O(sqrt(T)): twice the steps' root
+    assert peak[400, True] < peak[400, False] / 3
+
+
+def test_grad_checkpoint_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    args = rnn_args(20, seed=9)
+    val, g = yota.grad(rnn_loss, *args)
+    val2, g2 = yota.grad(rnn_loss, *args, checkpoint=True)
+    val3, g3 = yota.grad(rnn_loss, *args, checkpoint=3)
+    for v, gg in ((val2, g2), (val3, g3)):
+        assert v == pytest.approx(val, rel=1e-13)
+        for a, b in zip(g, gg, strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-11, atol=1e-13)
+    with pytest.raises(yota.YotaError, match="checkpoint must be"):
+        yota.grad(rnn_loss, *args, checkpoint=0)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Function
-from yota.ir.errors import GuardFailed, TraceError
+from yota.ir.errors import GuardFailed, TraceError, YotaError
 from yota.ir.printer import print_function
 
 from . import device as _device
@@ -105,7 +105,8 @@ _dynamic_cache: dict[str, Program] = {}
 
 def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
          optimize: bool = True, cache: bool = True, has_aux: bool = False,
-         comm: Any = None) -> tuple[Any, GradientResult]:
+         comm: Any = None, checkpoint: bool | int | str = "auto"
+         ) -> tuple[Any, GradientResult]:
     """Value and gradient of scalar function ``f`` at ``args``: ``(value, grads)``.
 
     ``f`` returns a scalar float (a 0-d array or a Python float). ``args`` are arrays,
@@ -133,6 +134,12 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     - ``has_aux``: ``f`` returns a pair ``(loss, aux)``, ``aux`` any structure of arrays
       and numbers; the gradients are those of ``loss``, and the result is
       ``((loss, aux), grads)`` (JAX's convention), all computed by one compiled program.
+    - ``checkpoint``: how the gradient of a loop (a Python loop Yota compiled as one)
+      keeps what its backward steps read. ``"auto"`` (default): checkpointed when its
+      per-step values over all steps would pass 256 MiB; ``True``: every loop of 4 steps
+      or more keeps only the carried values of every ``ceil(sqrt(T))``-th step and runs
+      each segment forward again during the backward pass (memory O(sqrt(T)), the
+      forward run twice); an int ``s``: segments of ``s`` steps; ``False``: never.
 
     Called inside a function that Yota is tracing (a gradient of a gradient, a gradient
     penalty, a meta-learning inner step), ``yota.grad`` traces through: its program is
@@ -157,7 +164,8 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     (9.0, array([3., 3.]), 3.0)
     """
     table = (_fast if backend is None else _FAST_BY_NAME.get(backend)) \
-        if not dynamic and optimize and not has_aux and comm is None else None
+        if not dynamic and optimize and not has_aux and comm is None and \
+        checkpoint == "auto" else None
     if table is not None and Program.run is _PLAIN_RUN:  # (yota.profile replaces .run)
         fast = table.get(id(f))
         if fast is not None:  # the latest program, if f is still the function it was
@@ -165,11 +173,12 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
             if done is not None:
                 return done
     check_callable(f, "grad")
+    _check_checkpoint(checkpoint)
     if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
         return _distributed(f, args, comm, dynamic=dynamic, backend=backend,
                             optimize=optimize, cache=cache, has_aux=has_aux)
     value, grads, program = run_grad(f, args, Options(dynamic, backend, optimize, cache,
-                                                       has_aux))
+                                                       has_aux, checkpoint=checkpoint))
     if table is not None and program is not None:
         _remember_fast(f, program, args, table)
     return value, grads
@@ -457,6 +466,14 @@ def _fast_grads(plan: _UnpackPlan, args: Sequence[Any]) -> list[str]:
             for g in grads]
 
 
+def _check_checkpoint(checkpoint: Any) -> None:
+    if checkpoint is True or checkpoint is False or checkpoint == "auto" or (
+            isinstance(checkpoint, int) and checkpoint > 0):
+        return
+    raise YotaError(f"yota.grad: checkpoint must be 'auto', True, False or a positive number "
+                    f"of steps per segment, not {checkpoint!r}")
+
+
 @dataclass(frozen=True)
 class Options:
     """How ``yota.grad`` builds and runs a gradient program (its keyword arguments), and
@@ -471,6 +488,7 @@ class Options:
     has_aux: bool = False
     wrt: tuple[int, ...] | None = None
     owner: Any = None
+    checkpoint: bool | int | str = "auto"
 
 
 def run_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
@@ -508,7 +526,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
     except TraceError as e:
         raise argument_error(f, args, e) from None
     owner, method = _owner_of(f if opts.owner is None else opts.owner)
-    key = (sig, opts.backend, opts.optimize, opts.has_aux, opts.wrt, method)
+    key = (sig, opts.backend, opts.optimize, opts.has_aux, opts.wrt, opts.checkpoint, method)
     per_fn = _static_cache.setdefault(owner, {})
     variants = per_fn.setdefault(key, _Variants())
     failed: tuple[Program, GuardFailed] | None = None
@@ -534,7 +552,7 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
     if failed is not None:
         _note_retrace(f, variants, *failed)
     with compiling(f, "grad", opts.backend):  # its phases, logged (yota.phases)
-        _, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
+        _, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt, opts.checkpoint)
         program = pipeline.build_grad(tape, opts.backend, optimized=opts.optimize,
                                       cache=opts.cache)
         program, outs = pipeline.first_run(program, args, opts.backend, kind="grad",
@@ -602,10 +620,11 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], opts: Options
 
 def _dynamic_build(f: Callable[..., Any], args: Sequence[Any], opts: Options
                    ) -> tuple[Program, list[np.ndarray]]:
-    val, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt)
+    val, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt, opts.checkpoint)
     fn = pipeline.traced_ir(tape)
     backend, cache = opts.backend, opts.cache
-    key = f"{backend}|{opts.optimize}|{opts.has_aux}|{opts.wrt}|{print_function(fn)}"
+    key = (f"{backend}|{opts.optimize}|{opts.has_aux}|{opts.wrt}|{opts.checkpoint}|"
+           f"{print_function(fn)}")
     known = _dynamic_cache.get(key)
     if known is not None:
         program = Program.build(tape, known.fn, known.exe)

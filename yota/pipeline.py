@@ -133,14 +133,17 @@ def trace_forward(f: Callable[..., Any], args: Sequence[Any]) -> tuple[Any, Tape
 
 
 def trace_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
-               wrt: Sequence[int] | None = None) -> tuple[Any, Tape]:
+               wrt: Sequence[int] | None = None, checkpoint: Any = "auto"
+               ) -> tuple[Any, Tape]:
     """Trace ``f`` for differentiation: counted in ``stats.traces``; ``f`` must return a
     scalar float (with ``has_aux``: a pair ``(scalar float, aux)``); ``wrt``: the
-    arguments to differentiate (default: all)."""
+    arguments to differentiate (default: all); ``checkpoint``: which loops' gradients
+    are checkpointed (``yota.ir.autodiff.checkpoint``)."""
     stats.traces += 1
     log.info("yota: tracing %s", getattr(f, "__name__", f))
     val, tape = trace_forward(f, args)
     tape.wrt = None if wrt is None else tuple(wrt)
+    tape.checkpoint = checkpoint
     if has_aux:
         check_pair(tape, val, f)
         tape.has_aux = True
@@ -228,6 +231,9 @@ def differentiate(tape: Tape, fn: Function) -> Function:
     """Value and gradients of ``fn`` (the lowered ``tape``) w.r.t. every float leaf; for
     a tape with auxiliary outputs (``has_aux``) the gradients are those of its first
     output, and the others follow the gradients as outputs of the same program."""
+    from yota.ir.autodiff.checkpoint import checkpoint_loops
+
+    fn = checkpoint_loops(fn, tape.checkpoint)
     if not tape.has_aux:
         return vjp(fn, float_leaves(tape, fn))
     loss = fn.replace(outputs=fn.outputs[:1], output_labels=fn.output_labels[:1])
@@ -318,7 +324,8 @@ def grad_derivation(tape: Tape, optimized: bool = True) -> dict[str, Any]:
     """How ``build_grad`` turns the traced program into the one that runs (a part of the
     cache's traced key): what it differentiates, and the passes."""
     return {"differentiate": "vjp", "wrt": None if tape.wrt is None else list(tape.wrt),
-            "has_aux": tape.has_aux, "passes": _pipeline_names() if optimized else []}
+            "has_aux": tape.has_aux, "checkpoint": tape.checkpoint,
+            "passes": _pipeline_names() if optimized else []}
 
 
 def build_forward(tape: Tape, backend: str | None, *, cache: bool = True,

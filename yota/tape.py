@@ -112,6 +112,7 @@ class Tape:
         self.foreign_tracers: dict[Var, Any] = {}  # captured values of enclosing traces
         self.ir_values: dict[Var, Any] = {}  # Var -> its IR value in to_ir(tape)
         self.has_aux = False
+        self.checkpoint: Any = "auto"  # which loops' gradients are checkpointed
         self.wrt: tuple[int, ...] | None = None  # the arguments differentiated (None: all)  # the result is (loss, aux): yota.grad(..., has_aux=True)
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:

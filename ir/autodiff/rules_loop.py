@@ -18,6 +18,9 @@ split (as JAX's partial evaluation splits a scan) into:
 
 Only carried values on a differentiable path get cotangents: those whose initial value
 is differentiated, or that the body makes from a differentiated value (a fixed point).
+
+A body marked ``checkpoint`` (``checkpoint.py``: a segment of a long loop) saves only its
+carried values as they enter each step; ``B`` computes again every other value it reads.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class LoopGrad:
     def __init__(self, op: Op, body: Function, active: set[Value], taken: set[str]) -> None:
         self.orig, self.body = op, body
         self.shape = sh = LoopShape.of(op.attrs)
+        self.remat = bool(body.attrs.get("checkpoint"))  # checkpoint.py: save carries only
         nc, ns = sh.carries, sh.stacked
         wrt = _wrt_inputs(op, body, active)
         self.carried = [k for k in range(nc) if k in wrt]
@@ -76,7 +80,7 @@ class LoopGrad:
         residuals (found while building ``B``)."""
         body = self.body
         f = Function(name, body.inputs, self.f_ops, list(body.outputs) + self.residuals,
-                     body.input_labels, None, dict(self.g.b.callees))
+                     body.input_labels, None, dict(self.g.b.callees), self._attrs())
         return _dce(f)
 
     def _backward_body(self, name: str) -> Function:
@@ -92,7 +96,11 @@ class LoopGrad:
         inputs = [e.dc[k] for k in self.carried] + [e.acc_in[k] for k in self.invariant]
         inputs += [e.dy[j] for j in self.ys] + e.res_in
         inputs += [e.x_in[k] for k in self.read_stacked] + [e.w_in[k] for k in self.read_inv]
-        return _dce(Function(name, inputs, e.ops, outs, None, None, dict(self.g.b.callees)))
+        return _dce(Function(name, inputs, e.ops, outs, None, None, dict(self.g.b.callees),
+                             self._attrs()))
+
+    def _attrs(self) -> dict[str, object]:
+        return {"checkpoint": True} if self.remat else {}
 
     # -- the backward loop ----------------------------------------------------------------
     def backward(self, b: Builder, dys: Sequence[Value | None]) -> list[Value | None]:
@@ -224,8 +232,8 @@ class _BEnv:
         k = self.index.get(v)
         if k is not None and k >= lg.shape.carries:
             new = self._input(k, v)
-        elif k is None and lg.dep.get(v, STEP) < STEP:
-            self.copy(lg.f_made[v])  # recompute: depends on no step
+        elif k is None and (lg.remat or lg.dep.get(v, STEP) < STEP):
+            self.copy(lg.f_made[v])  # recompute: depends on no step, or checkpointed
             return self.env[v]
         else:
             new = Value(v.type)

@@ -19,7 +19,9 @@ For each ``loop`` op (its body seen as one step), in this order:
   dropped, and step outputs that are the same value are made once.
 
 Running sums and batched products add the same terms in another order (results may
-change in the last bits), so they run only with ``ctx.reorder_matmul``.
+change in the last bits), so they run only with ``ctx.reorder_matmul``. Products are not
+batched out of a checkpointed loop's body (``yota.ir.autodiff.checkpoint``): over all
+steps they would take the memory checkpointing saves.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Parts:
     ops: list[Op]
     callees: dict[str, Function]
     labels: dict[Value, str | None]
+    attrs: dict[str, object]
     pre: list[Op] = field(default_factory=list)
     post: list[Op] = field(default_factory=list)
     subst: dict[Value, Value] = field(default_factory=dict)
@@ -86,7 +89,7 @@ class Parts:
         return Parts(op, body.name, sh.length, sh.reverse, carries,
                      [Step(*x) for x in s], [Step(*x) for x in w], ys, list(body.ops),
                      dict(body.callees), dict(zip(body.inputs, body.input_labels,
-                                                  strict=True)))
+                                                  strict=True)), dict(body.attrs))
 
     def emit(self, name: str, operands: list[Value], **attrs: object) -> Value:
         """A new op of the enclosing function, before the loop."""
@@ -105,7 +108,7 @@ class Parts:
         inputs += [w.body_in for w in self.invariants]
         outputs = [c.body_out for c in self.carries] + [y.body_out for y in self.ys]
         fn = Function(self.name, inputs, self.ops, outputs,
-                      [self.labels.get(v) for v in inputs], None, self.callees)
+                      [self.labels.get(v) for v in inputs], None, self.callees, self.attrs)
         return dce(fn, PassContext())
 
     def build(self) -> Op:
@@ -409,7 +412,8 @@ def optimize_loop(op: Op, body: Function, read: set[Value], ctx: PassContext) ->
     changed = hoist_invariants(p)
     if ctx.reorder_matmul:
         changed = sink_sums(p) | changed
-        changed = batch_products(p) | changed
+        if not body.attrs.get("checkpoint"):  # a segment's products stay in the segment
+            changed = batch_products(p) | changed
     changed = drop_unread(p, read | {v for o in p.post for v in o.operands}) | changed
     return p if changed else None
 
