@@ -13,7 +13,9 @@ For each ``loop`` op (its body seen as one step), in this order:
   small one per step);
 - *batched products*: a matrix product of a step slice and an invariant (``xs[t] @ W``,
   the input projection of an RNN) or of two step slices is computed for all steps at
-  once before the loop, and its step slice is read instead;
+  once before the loop, and its step slice is read instead; a step output that is a
+  product of a step value and an invariant (``dx_t = d_t @ U`` in a backward loop) is
+  computed after the loop, for all steps at once;
 - *unread results*: a stacked step output nothing reads after the loop is no longer
   made, a carried value that neither the body nor anything after the loop reads is
   dropped, and step outputs that are the same value are made once.
@@ -229,13 +231,26 @@ def sink_sums(p: Parts) -> bool:
 
 
 def _summed(p: Parts, g: Value, made: dict[Value, Op], n: dict[Value, int]) -> Value:
-    """The sum over the steps of the body's value ``g``, after the loop."""
+    """The sum over the steps of the body's value ``g``, after the loop (a transposed
+    product's sum is the transpose of the products' sum)."""
     prod = made.get(g)
-    if prod is not None and prod.name == "matmul" and g.ndim == 2 and n.get(g, 0) == 1:
+    if prod is not None and prod.name == "transpose" and g.ndim == 2 and \
+            n.get(g, 0) == 1 and _product(made, prod.operands[0], n) is not None:
+        return p.after("transpose", [_summed(p, prod.operands[0], made, n)], perm=(1, 0))
+    prod = _product(made, g, n)
+    if prod is not None:
         a, b = prod.operands
         return _sum_of_products(p, a, b, made)
     y = _stacked_out(p, g)
     return p.after("sum", [y], axes=(0,))
+
+
+def _product(made: dict[Value, Op], g: Value, n: dict[Value, int]) -> Op | None:
+    """The 2-D matrix product making ``g``, if nothing else reads ``g``."""
+    prod = made.get(g)
+    if prod is not None and prod.name == "matmul" and g.ndim == 2 and n.get(g, 0) == 1:
+        return prod
+    return None
 
 
 def _sum_of_products(p: Parts, a: Value, b: Value, made: dict[Value, Op]) -> Value:
@@ -327,6 +342,33 @@ def _batched(p: Parts, op: Op, batched: dict[Value, Value], inv: dict[Value, Val
     return None
 
 
+def batch_step_outputs(p: Parts) -> bool:
+    """A step output that is a product of a step value and an invariant (``dx_t = d_t @
+    U``, maybe reshaped), read by nothing else in the body, is computed after the loop for
+    all steps at once, from the stacked step values."""
+    n = uses(p)
+    made = {r: op for op in p.ops for r in op.results}
+    inv = {w.body_in: w.operand for w in p.invariants}
+    changed = False
+    for y in list(p.ys):
+        v = y.body_out
+        shaped = made.get(v)
+        if shaped is not None and shaped.name == "reshape" and n.get(v, 0) == 1:
+            v = shaped.operands[0]
+        prod = _product(made, v, n)
+        if prod is None or prod.operands[1] not in inv or y.result is None or \
+                prod.operands[0] is v:
+            continue
+        a = prod.operands[0]
+        m, k = a.shape
+        rows = p.after("reshape", [_stacked_out(p, a)], shape=(p.length * m, k))
+        out = p.after("matmul", [rows, inv[prod.operands[1]]])
+        p.subst[y.result] = p.after("reshape", [out], shape=y.result.shape)
+        p.ys.remove(y)
+        changed = True
+    return changed
+
+
 # -- unread results -------------------------------------------------------------------------------
 def drop_unread(p: Parts, read: set[Value]) -> bool:
     """Step outputs nothing reads, that repeat another or that are a step slice's own
@@ -414,6 +456,7 @@ def optimize_loop(op: Op, body: Function, read: set[Value], ctx: PassContext) ->
         changed = sink_sums(p) | changed
         if not body.attrs.get("checkpoint"):  # a segment's products stay in the segment
             changed = batch_products(p) | changed
+            changed = batch_step_outputs(p) | changed
     changed = drop_unread(p, read | {v for o in p.post for v in o.operands}) | changed
     return p if changed else None
 
