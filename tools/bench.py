@@ -1369,4 +1369,10 @@ def _jsonable(x: Any) -> Any:
 
 
 if __name__ == "__main__":
-    run()
+    if "--compile" in sys.argv[1:]:  # compile times: tools/bench_compile.py
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_compile
+
+        bench_compile.main([a for a in sys.argv[1:] if a != "--compile"])
+    else:
+        run()
