@@ -14,8 +14,10 @@ derived again from its parent when it is next read, and a write through a view m
 new version of each array up the chain to the base (``ViewLink.undo``).
 
 ``creations`` makes ``np.zeros``, ``np.ones``, ``np.empty``, ``np.full`` (and their
-``*_like`` forms on plain arrays), ``np.eye`` and ``np.identity`` return traced constants
-while a trace runs, so that the function may write traced values into them.
+``*_like`` forms on plain arrays), ``np.eye``, ``np.identity``, ``np.tri``, ``np.arange``
+and ``np.linspace`` return traced constants while a trace runs, so that the function may
+write traced values into them, and so that one made from shapes alone is computed by the
+program rather than stored in it (``yota.numpy.generated``).
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ def permutation(parent_shape: tuple[int, ...], pos: np.ndarray) -> tuple[int, ..
 
 # -- fresh arrays from NumPy's creation functions ---------------------------------------------
 _CREATIONS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
-              "full_like", "eye", "identity")
+              "full_like", "eye", "identity", "tri", "arange", "linspace")
 _PATCH = NumpyPatch(_CREATIONS)
 _ORIGINAL = _PATCH.original
 
@@ -120,7 +122,7 @@ def _wrapper(name: str) -> Callable[..., Any]:
         value = (source or original)(*args, **kwargs)  # np.empty: zeros, as good as any
         if type(value) is not np.ndarray or value.dtype not in DTYPE_NAMES:
             return value  # float16 and others stay plain: mixed with traced values, an error
-        return hook(value)
+        return hook(value, name, args, kwargs)
 
     create.__name__ = original.__name__
     create.__doc__ = original.__doc__
@@ -176,13 +178,14 @@ def _called_by_user(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def creations(fresh: Callable[[np.ndarray], Any]) -> Iterator[None]:
+def creations(fresh: Callable[..., Any]) -> Iterator[None]:
     """While the block runs, NumPy's creation functions called from this thread by the
-    user's code return ``fresh(array)`` (a traced constant the function may write into);
-    calls from NumPy, from Yota's own modules (this docstring's examples among them) and
-    from C extensions get plain arrays.
+    user's code return ``fresh(array, name, args, kwargs)`` (a traced constant the function
+    may write into, made by ``np.<name>(*args, **kwargs)``); calls from NumPy, from Yota's
+    own modules (this docstring's examples among them) and from C extensions get plain
+    arrays.
 
-    >>> with creations(lambda a: ("fresh", a.shape)):
+    >>> with creations(lambda a, *call: ("fresh", a.shape)):
     ...     type(np.zeros((2, 3))).__name__
     'ndarray'
     """

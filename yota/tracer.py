@@ -34,8 +34,9 @@ from yota.ir.types import DTYPE_NAMES, TensorType
 
 from . import structs
 from .aliasing import Storage, creations, permutation, positions, shares
-from .numpy import registry  # importing yota.numpy registers every family
+from .numpy import generated, registry  # importing yota.numpy registers every family
 from .numpy.building import constructors
+from .numpy.generated import Made
 from .tape import Entry, Loc, Tape, Var
 from .userloc import binding_name, forbid_math, store_error, user_loc, where
 
@@ -143,9 +144,12 @@ class TraceContext:
         self.arrays[key] = (arr, var)  # keeps arr alive so its id stays unique
         return var
 
-    def const_var(self, value: Any, weak: bool = False) -> Var:
+    def const_var(self, value: Any, weak: bool = False, made: Made | None = None) -> Var:
         """A constant of the trace made by the function itself (a fresh array and what was
-        computed from fresh arrays only): its current value, copied."""
+        computed from fresh arrays only): its current value, copied; or, for a large one
+        made from shapes alone (``made``), the calls that compute it."""
+        if made is not None and generated.computed(value):
+            return generated.record(made, self.tape, lambda x: to_tape(self, x), value)
         a = np.array(value, copy=True)
         var = self.tape.new_var(TensorType(a.dtype, a.shape), weak)
         self.tape.add(Entry("const", [var], value=a))
@@ -191,7 +195,9 @@ def active(ctx: TraceContext) -> Iterator[None]:
     stack.append(ctx)
     try:
         with constructors(lambda x: isinstance(x, Tracer), call), \
-                creations(lambda a: Tracer(ctx, None, a, store=Storage(const=True))):
+                creations(lambda a, name, args, kwargs: Tracer(
+                    ctx, None, a, store=Storage(const=True)).made_by(
+                        generated.leaf(name, args, kwargs, a, user_loc()))):
             yield
     finally:
         stack.pop()
@@ -351,7 +357,7 @@ class Tracer:
     """A traced array: behaves like a NumPy array and records what is done with it."""
 
     __slots__ = ("_ctx", "_var", "value", "_path", "_store", "_link", "_ver", "_cst",
-                 "__weakref__")
+                 "_made", "__weakref__")
     __array_priority__ = 1000.0
 
     def __init__(self, ctx: TraceContext, var: Var | None, value: Any,
@@ -368,6 +374,7 @@ class Tracer:
         self._link: ViewLink | None = None  # how this view is made from its parent
         self._ver = 0  # the storage version _var is of
         self._cst = const  # a scalar that is a constant of the trace
+        self._made: tuple[Made, int] | None = None  # how a constant was made, at a version
 
     @property
     def tape_var(self) -> Var:
@@ -380,10 +387,23 @@ class Tracer:
                 self._var = self._link.redo()
         if self._var is None:
             if self.is_const:
-                self._var = self._ctx.const_var(self.value, self.weak)
+                self._var = self._ctx.const_var(self.value, self.weak, self.made)
             else:
                 self._var = self._ctx.leaf_var(self)
         return self._var
+
+    def made_by(self, made: Made | None) -> Tracer:
+        """Remember that this constant of the trace is made from shapes alone by ``made``
+        (``yota.numpy.generated``), as its storage is now."""
+        if made is not None and self._store is not None:
+            self._made = (made, self._store.version)
+        return self
+
+    @property
+    def made(self) -> Made | None:
+        """How this constant was made from shapes alone, while nothing wrote into it."""
+        m, s = self._made, self._store
+        return m[0] if m is not None and s is not None and s.version == m[1] else None
 
     @property
     def is_const(self) -> bool:
@@ -813,6 +833,8 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
         if isinstance(raw, np.ndarray) and isinstance(t.value, np.ndarray):
             t._store = _storage_of(raw, ins, args, kwargs, const)
             t._ver = t._store.version
+            if const:
+                t.made_by(generated.derive(key, args, kwargs, t.value, loc, _made_of))
             if link and t._store is not None and t._store.owner is None and any(
                     shares(raw, x.value) for x in ins):
                 parent = next(x for x in ins if shares(raw, x.value))
@@ -829,6 +851,11 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
             return type(value)(*tracers)
         return type(value)(tracers) if isinstance(value, tuple) else tracers
     return tracers[0]
+
+
+def _made_of(x: Any) -> Any:
+    """A tracer's recipe (None without one); ``generated.NOT_TRACED`` for other values."""
+    return x.made if isinstance(x, Tracer) else generated.NOT_TRACED
 
 
 def _storage_of(raw: np.ndarray, ins: list[Tracer], args: Any, kwargs: Any,
@@ -966,9 +993,10 @@ def _write(t: Tracer, what: str, fix: str, new_var: Callable[[], Var],
         root = t
         while root._link is not None:
             root = root._link.parent
+        made = root.made
         s.const = False
         s.version += 1  # every view is derived from the root again
-        root._var, root._ver = t._ctx.const_var(root.value), s.version
+        root._var, root._ver = t._ctx.const_var(root.value, made=made), s.version
     chain = [(t, new_var())]
     child = t
     while child._link is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import Builder, Op, Value
+from ..ops import iota
 from ..types import I64
 from .registry import Grads, Rule
 
@@ -35,7 +36,10 @@ def _scatter(b: Builder, op: Op, dy: Value) -> Grads:
     x, u, *idx = op.operands
     axis = op.attrs["axis"]
     dx = b.scatter(dy, b.const(0, u.dtype, u.shape), *idx, axis=axis)
-    pos = b.const(np.arange(u.type.size, dtype=np.int64).reshape(u.shape), I64)
+    if iota.is_small(u.shape, I64):
+        pos = b.const(np.arange(u.type.size, dtype=np.int64).reshape(u.shape), I64)
+    else:  # computed, not stored
+        pos = b.reshape_to(iota.index_along(b, (u.type.size,), 0), u.shape)
     kept = b.scatter(b.const(-1, I64, x.shape), pos, *idx, axis=axis)
     won = b.eq(b.gather(kept, *idx, axis=axis), pos)
     du = b.select(won, b.gather(dy, *idx, axis=axis), b.const(0, u.dtype, u.shape))

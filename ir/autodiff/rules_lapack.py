@@ -39,23 +39,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..core import Builder, Op, Value
+from ..ops import iota
 from .helpers import add, scale, swap_last
 from .registry import Grads, Rule
 
 
 # -- small matrix helpers (batched over leading dimensions) ------------------------------------
 def _eye(b: Builder, like: Value, n: int) -> Value:
-    return b.const(np.eye(n), like.dtype, like.shape[:-2] + (n, n))
+    return iota.eye(b, like.shape[:-2] + (n, n), 0, like.dtype)
 
 
 def _tri(b: Builder, x: Value, k: int, lower: bool) -> Value:
     """``tril(x, k)`` or ``triu(x, k)`` by a 0/1 mask."""
-    m, n = x.shape[-2:]
-    mask = np.tril(np.ones((m, n)), k) if lower else np.triu(np.ones((m, n)), k)
-    return b.mul(x, b.const(mask, x.dtype, x.shape))
+    return b.mul(x, iota.tri(b, x.shape, k, x.dtype, upper=not lower))
 
 
 def _diag(b: Builder, x: Value) -> Value:
@@ -68,7 +65,7 @@ def _diag_embed(b: Builder, v: Value) -> Value:
     n = v.shape[-1]
     full = v.shape + (n,)
     return b.mul(b.broadcast_to(b.reshape_to(v, v.shape[:-1] + (1, n)), full),
-                 b.const(np.eye(n), v.dtype, full))
+                 iota.eye(b, full, 0, v.dtype))
 
 
 def _cols(b: Builder, v: Value, like: Value) -> Value:
@@ -161,7 +158,7 @@ def _lu(b: Builder, op: Op, dys: Any) -> Grads:
     z = _right_tsolve(b, f, _tsolve(b, f, g, True, True, True), False, True)
     # Pᵀ Z with P the permutation matrix P_ij = [perm_i == j]
     full = perm.shape + (n,)
-    cols = b.const(np.arange(n), perm.dtype, full)
+    cols = iota.arange(b, full, -1, perm.dtype)
     pm = b.convert_to(b.eq(b.broadcast_to(b.reshape_to(perm, perm.shape + (1,)), full), cols),
                       f.dtype)
     return [_mm(b, swap_last(b, pm), z)]

@@ -26,6 +26,8 @@ class PassContext:
     - ``fold_limit``: ``fold`` materializes no constant with more elements than this
       (splat constants, all elements equal, are kept lazily at any size).
     - ``fold_work_limit``: ``fold`` evaluates no op that reads or writes more elements.
+    - ``fold_grow_bytes``: ``fold`` makes no constant larger than this and than every
+      constant it is computed from (data would grow where code computes it).
     - ``max_sweeps``: bound on the sweeps of a fixed-point rewrite.
     - ``roll_min_saved``: ``roll`` makes a loop only where it saves this many ops.
     """
@@ -34,6 +36,7 @@ class PassContext:
     reorder_matmul: bool = True
     fold_limit: int = 4096
     fold_work_limit: int = 1 << 20
+    fold_grow_bytes: int = 4096
     max_sweeps: int = 16
     roll_min_saved: int = 32
 

@@ -4,10 +4,13 @@ would).
 
 Size limits keep huge constants out of the IR: a result with more than
 ``ctx.fold_limit`` elements is folded only if it is a splat (all elements equal; such a
-constant is stored lazily as one value), and no op reading or writing more than
-``ctx.fold_work_limit`` elements is evaluated. Guards, calls and fused kernels are never
-folded, nor are ops that read no operand (``iota``): an array made from its shape alone is
-computed by the program, so folding it would only put its data in the program.
+constant is stored lazily as one value), no op reading or writing more than
+``ctx.fold_work_limit`` elements is evaluated, and no result larger than both
+``ctx.fold_grow_bytes`` and every constant it is computed from is made (a mask of bools
+selecting between splats, a vector broadcast to a matrix: the program computes those).
+Guards, calls and fused kernels are never folded, nor are ops that read no operand
+(``iota``): an array made from its shape alone is computed by the program, so folding it
+would only put its data in the program.
 """
 
 from __future__ import annotations
@@ -66,9 +69,16 @@ def _evaluate(op: Op, args: list[np.ndarray], ctx: PassContext) -> np.ndarray | 
     work = op.result.type.size + sum(a.size for a in args)
     if op.result.type.size > ctx.fold_limit or work > ctx.fold_work_limit:
         return None
+    if op.result.type.nbytes > max([ctx.fold_grow_bytes] + [_stored(a) for a in args]):
+        return None  # more data than the program computes it from: keep the computation
     with np.errstate(all="ignore"):
         value = get_opdef(op.name).impl(*args, **op.attrs)
     return _cast(value, op.result.type)
+
+
+def _stored(a: np.ndarray) -> int:
+    """The bytes a constant holds (one element for a lazy splat)."""
+    return a.itemsize if a.ndim and a.size and not any(a.strides) else a.nbytes
 
 
 def fold(fn: Function, ctx: PassContext) -> Function:

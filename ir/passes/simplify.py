@@ -1,16 +1,18 @@
 """Algebraic simplification: the rewrite patterns of ``patterns`` (exact in IEEE
-arithmetic; more with ``fast_math``) applied to a fixed point. Patterns are pure; only
-this driver changes the program."""
+arithmetic; more with ``fast_math``, among them ``diagonal``'s) applied to a fixed point.
+Patterns are pure; only this driver changes the program."""
 
 from __future__ import annotations
 
 from ..core import Function, Op, Value
 from .base import Pass, PassContext, rebuild, remap, resolve
+from .diagonal import FAST_MATH_DIAGONAL
 from .patterns import FAST_MATH_PATTERNS, PATTERNS, Pattern, Rewrite, View
 
 
 def patterns_for(name: str, fast_math: bool) -> list[Pattern]:
-    fast = FAST_MATH_PATTERNS.get(name, []) if fast_math else []
+    fast = FAST_MATH_PATTERNS.get(name, []) + FAST_MATH_DIAGONAL.get(name, []) \
+        if fast_math else []
     return fast + PATTERNS.get(name, [])
 
 

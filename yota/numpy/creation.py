@@ -1,5 +1,8 @@
-"""Array creation from a template: ``zeros_like``, ``ones_like``, ``empty_like`` (zeros,
-so results are reproducible) and ``full_like``."""
+"""Array creation: from a template (``zeros_like``, ``ones_like``, ``empty_like`` (zeros, so
+results are reproducible) and ``full_like``, on traced arrays), and from shapes alone
+(``full``, ``eye``, ``identity``, ``tri``, ``arange``, ``linspace``): the entries that
+``generated`` records for the constants of the trace a program computes, built from
+``iota`` ops exactly as NumPy computes them."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Value
+from yota.ir.errors import UnsupportedError
+from yota.ir.ops import iota
 from yota.ir.types import TensorType
 
 from .registry import Lower, LoweringContext, register
@@ -29,3 +34,95 @@ register("zeros_like", np.zeros_like, np.zeros_like)(_fill(0))
 register("ones_like", np.ones_like, np.ones_like)(_fill(1))
 register("empty_like", np.zeros_like, np.empty_like)(_fill(0))
 register("full_like", np.full_like, np.full_like)(_fill(None))
+
+
+# -- arrays made from shapes alone (recipes of ``generated``): computed, never stored --------
+@register("full", np.full)
+def _full(L: LoweringContext, outs: list[TensorType], shape: Any, fill_value: Any,
+          dtype: Any = None, order: Any = "C", *, like: Any = None, device: Any = None) -> Value:
+    o = outs[0]
+    return L.b.const(np.asarray(fill_value).astype(o.dtype), o.dtype, o.shape)
+
+
+@register("eye", np.eye)
+def _eye(L: LoweringContext, outs: list[TensorType], N: int, M: int | None = None, k: int = 0,
+         dtype: Any = float, order: Any = "C", *, like: Any = None, device: Any = None) -> Value:
+    o = outs[0]
+    return iota.eye(L.b, o.shape, int(k), o.dtype, small=False)
+
+
+@register("identity", np.identity)
+def _identity(L: LoweringContext, outs: list[TensorType], n: int, dtype: Any = None, *,
+              like: Any = None) -> Value:
+    o = outs[0]
+    return iota.eye(L.b, o.shape, 0, o.dtype, small=False)
+
+
+@register("tri", np.tri)
+def _tri(L: LoweringContext, outs: list[TensorType], N: int, M: int | None = None, k: int = 0,
+         dtype: Any = float, *, like: Any = None) -> Value:
+    o = outs[0]
+    return iota.tri(L.b, o.shape, int(k), o.dtype, small=False)
+
+
+def _arange_bounds(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = None,
+                   *, device: Any = None, like: Any = None) -> tuple[Any, Any]:
+    """(start, step) of a call ``np.arange(...)``, as NumPy reads its arguments."""
+    if stop is None:
+        start = 0
+    return (0 if start is None else start), (1 if step is None else step)
+
+
+@register("arange", np.arange)
+def _arange(L: LoweringContext, outs: list[TensorType], *args: Any, **kwargs: Any) -> Value:
+    """NumPy's ``arange``: ``start``, then ``start + step`` (Python arithmetic), each
+    converted to the dtype; element i >= 2 is ``first + i * (second - first)`` in it."""
+    b, o = L.b, outs[0]
+    start, step = _arange_bounds(*args, **kwargs)
+    dt = o.dtype
+    with np.errstate(all="ignore"):
+        first, second = np.array(start).astype(dt), np.array(start + step).astype(dt)
+        delta = np.subtract(second, first, dtype=dt)
+        one = np.add(first, np.multiply(np.ones((), dt), delta, dtype=dt), dtype=dt)
+        zero = np.add(first, np.multiply(np.zeros((), dt), delta, dtype=dt), dtype=dt)
+    i = iota.index_along(b, o.shape, 0, dt)
+    y = b.add(b.const(first, dt, o.shape), b.mul(i, b.const(delta, dt, o.shape)))
+    for k, (want, got) in enumerate(((first, zero), (second, one))):
+        if want.tobytes() != got.tobytes() and o.shape[0] > k:
+            y = _set_at(b, y, k, want)
+    return y
+
+
+def _set_at(b: Any, y: Value, k: int, v: np.ndarray) -> Value:
+    """``y`` (1-D) with element ``k`` replaced by the scalar ``v``."""
+    at = b.eq(iota.index_along(b, y.shape, 0), b.const(k, np.int64, y.shape))
+    return b.select(at, b.const(v, y.dtype, y.shape), y)
+
+
+@register("linspace", np.linspace)
+def _linspace(L: LoweringContext, outs: list[TensorType], start: Any, stop: Any, num: int = 50,
+              endpoint: bool = True, retstep: bool = False, dtype: Any = None, axis: int = 0,
+              *, device: Any = None) -> Value:
+    """NumPy's ``linspace`` of scalar endpoints, step by step as NumPy computes it."""
+    b, o = L.b, outs[0]
+    if retstep or np.ndim(start) or np.ndim(stop):
+        raise UnsupportedError("np.linspace is computed by the program only for scalar "
+                               "endpoints without retstep")
+    dt = np.result_type(start, stop, 1.0)
+    n, div = o.shape[0], (num - 1) if endpoint else num
+    with np.errstate(all="ignore"):
+        delta = np.subtract(stop, start, dtype=dt)
+        step = delta / div if div > 0 else None
+    y = iota.index_along(b, o.shape, 0, dt)
+    if step is None or step == 0:
+        if step is not None:
+            y = b.div(y, b.const(div, dt, o.shape))
+        y = b.mul(y, b.const(delta, dt, o.shape))
+    else:
+        y = b.mul(y, b.const(step, dt, o.shape))
+    y = b.add(y, b.const(np.asarray(start).astype(dt), dt, o.shape))
+    if endpoint and n > 1:
+        y = _set_at(b, y, n - 1, np.asarray(stop).astype(dt))
+    if o.dtype.kind in "iu":
+        y = b.floor(y)
+    return b.convert_to(y, o.dtype)

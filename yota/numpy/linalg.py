@@ -36,6 +36,7 @@ import numpy as np
 
 from yota.ir.core import Builder, Value
 from yota.ir.errors import LinAlgError, UnsupportedError
+from yota.ir.ops import iota
 from yota.ir.types import TensorType
 
 from ..userloc import where
@@ -72,7 +73,7 @@ def _swap(b: Builder, x: Value) -> Value:
 
 
 def _eye(b: Builder, dtype: Any, shape: tuple[int, ...]) -> Value:
-    return b.const(np.eye(shape[-1]), dtype, shape)
+    return iota.eye(b, shape, 0, dtype)
 
 
 def _diag(b: Builder, x: Value) -> Value:
@@ -100,7 +101,7 @@ def _inv_lu(b: Builder, x: Value) -> Value:
     f, perm = b.lu(x)
     n = x.shape[-1]
     full = perm.shape + (n,)
-    cols = b.const(np.arange(n), perm.dtype, full)
+    cols = iota.arange(b, full, -1, perm.dtype)
     pm = b.convert_to(b.eq(b.broadcast_to(b.reshape_to(perm, perm.shape + (1,)), full), cols),
                       x.dtype)
     y = b.triangular_solve(f, pm, lower=True, transpose=False, unit_diagonal=True)
@@ -162,7 +163,7 @@ def _parity_sign(b: Builder, perm: Value, dtype: Any) -> Value:
     full = perm.shape + (n,)
     pi = b.broadcast_to(b.reshape_to(perm, perm.shape + (1,)), full)
     pj = b.broadcast_to(b.reshape_to(perm, perm.shape[:-1] + (1, n)), full)
-    upper = b.const(np.triu(np.ones((n, n), bool), 1), np.bool_, full)
+    upper = iota.tri(b, full, 1, np.bool_, upper=True)
     inv = b.convert_to(b.emit("and", b.gt(pi, pj), upper), dtype)
     count = b.sum(inv, axes=(perm.ndim - 1, perm.ndim))
     odd = b.mod(count, b.const(2.0, dtype, count.shape))

@@ -37,6 +37,7 @@ import numpy as np
 
 from yota.ir.core import Value
 from yota.ir.errors import UnsupportedError
+from yota.ir.ops import iota
 from yota.ir.types import I64, TensorType
 
 from ..userloc import where
@@ -188,7 +189,7 @@ def _roll_traced(L: LoweringContext, x: Value, ax: int, shift: Value) -> Value:
     if n == 0:
         return x
     s = L.b.broadcast_to(L.b.convert_to(shift, I64), (n,))
-    idx = L.b.sub(L.b.const(np.arange(n, dtype=np.int64)), s)
+    idx = L.b.sub(iota.arange(L.b, (n,), 0, I64), s)
     return L.b.gather(x, L.b.mod(idx, L.b.const(n, I64, (n,))), axis=ax)
 
 
@@ -259,16 +260,16 @@ def _masked(L: LoweringContext, x: Value, mask: np.ndarray | Value, o: TensorTyp
     return L.b.select(m, L.b.broadcast_to(x, o.shape), L.b.const(0, o.dtype, o.shape))
 
 
-def _triangle(L: LoweringContext, k: Any, o: TensorType, lower: bool) -> np.ndarray | Value:
+def _triangle(L: LoweringContext, k: Any, o: TensorType, lower: bool) -> Value:
     """The mask of ``tril`` (``lower``) or ``triu`` for diagonal ``k``; a traced ``k``
-    compares it with the constant ``column - row`` of each element."""
+    compares it with ``column - row`` of each element."""
     n, c = o.shape[-2:]
     if L.is_traced(k) and not isinstance(k, (int, np.integer)):
         kv = L.b.broadcast_to(L.b.convert_to(L.operand(k, None, None), I64), (n, c))
-        offs = L.b.const(np.subtract.outer(-np.arange(n), -np.arange(c)).astype(np.int64))
+        offs = iota.col_minus_row(L.b, (n, c))
         return L.b.le(offs, kv) if lower else L.b.ge(offs, kv)
     k = int(static_value(L, k, "k"))
-    return np.tri(n, c, k, dtype=bool) if lower else ~np.tri(n, c, k - 1, dtype=bool)
+    return iota.tri(L.b, (n, c), k, np.bool_, upper=not lower)
 
 
 @register("tril", np.tril, np.tril)
@@ -296,8 +297,8 @@ def diagonal_of(L: LoweringContext, x: Value, offset: int, axis1: int, axis2: in
     x = _transpose(L, x, [i for i in range(x.ndim) if i not in (a1, a2)] + [a1, a2])
     n, m = x.shape[-2:]
     d = max(0, min(n + min(offset, 0), m - max(offset, 0)))
-    i = L.b.const(np.arange(d, dtype=np.int64) + max(-offset, 0))
-    j = L.b.const(np.arange(d, dtype=np.int64) + max(offset, 0))
+    i = iota.arange(L.b, (d,), 0, I64, max(-offset, 0))
+    j = iota.arange(L.b, (d,), 0, I64, max(offset, 0))
     return L.b.gather(x, i, j, axis=x.ndim - 2)
 
 
@@ -334,7 +335,7 @@ def _diag_matrix(L: LoweringContext, v: Value, k: int, o: TensorType) -> Value:
     n = o.shape[0]
     col = L.b.pad(v, low=(0,), high=(n - v.shape[0],), interior=(0,))
     col = L.b.reshape_to(col, (n, 1) if k >= 0 else (1, n))
-    return _masked(L, col, np.eye(n, n, k, dtype=bool), o)
+    return _masked(L, col, iota.eye(L.b, (n, n), k, np.bool_), o)
 
 
 @register("diag", np.diag, np.diag)
@@ -450,7 +451,7 @@ def _take_along_axis(L: LoweringContext, outs: list[TensorType], arr: Any, indic
         else:
             shape = [1] * x.ndim
             shape[d] = x.shape[d]
-            i = L.b.const(np.arange(x.shape[d], dtype=np.int64).reshape(shape))
+            i = iota.arange(L.b, tuple(shape), d, I64)
         idx.append(L.b.broadcast_to(i, o.shape))
     return L.b.gather(x, *idx, axis=0)
 

@@ -12,8 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from yota.ir.core import Value
+from yota.ir.core import Function, Op, Value
 from yota.ir.errors import UnsupportedError
+from yota.ir.interpreter import run
+from yota.ir.ops import get_opdef
 
 from ..tape import Var
 from .registry import LoweringContext
@@ -37,9 +39,30 @@ def static_value(L: LoweringContext, a: Any, what: str,
     for op in reversed(L.b.ops):
         if op.name == "const" and op.results[0] is v:
             return np.asarray(op.attrs["value"])
+    value = _computed_from_shapes(L.b.ops, v)
+    if value is not None:
+        return value
     raise UnsupportedError(
         f"{what} is computed from the function's inputs: {why}, so it must be a constant "
         "of the trace (a Python value or an array not derived from traced arguments)")
+
+
+def _computed_from_shapes(ops: list[Op], v: Value) -> np.ndarray | None:
+    """The value of ``v`` when the ops making it read no input (a constant of the trace
+    computed from ``iota`` ops: ``yota.numpy.generated``), run by the interpreter."""
+    made = {r: op for op in ops for r in op.results}
+    needed: dict[int, Op] = {}
+    stack = [v]
+    while stack:
+        op = made.get(stack.pop())
+        if op is None or get_opdef(op.name).effect or get_opdef(op.name).calls:
+            return None  # an input, or an op that is not a plain computation
+        if id(op) not in needed:
+            needed[id(op)] = op
+            stack.extend(op.operands)
+    order = [op for op in ops if id(op) in needed]
+    (out,) = run(Function("static", [], order, [v]))
+    return out
 
 
 def normalize_axis(axis: Any, ndim: int, fname: str) -> int:
