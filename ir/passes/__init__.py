@@ -20,6 +20,7 @@ verifier checks the function after every pass.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Literal, overload
 
@@ -99,12 +100,12 @@ def optimize(fn: Function, passes: Sequence[str | Pass] | None = None, *,
     chosen = [_lookup(p) for p in (passes if passes is not None else [n for n, _ in PIPELINE])]
     stages: Stages = [("input", fn)]
     for p in chosen:
-        fn = maybe_verify(apply_nested(lambda f, p=p: _apply(p, f, ctx), fn))
+        fn = maybe_verify(apply_nested(functools.partial(_apply, p, ctx=ctx), fn))
         stages.append((p.name, fn))
     return stages if trace_stages else fn
 
 
-def _apply(p: Pass, fn: Function, ctx: PassContext) -> Function:
+def _apply(p: Pass, fn: Function, *, ctx: PassContext) -> Function:
     out = p.apply(fn, ctx)
     if out is not fn and p is not PLAN_MEMORY:
         out = without_plan(out)  # the ops changed: a plan made before is stale

@@ -299,7 +299,7 @@ def batch_products(p: Parts) -> bool:
     inv = {w.body_in: w.operand for w in p.invariants}
     made: set[Value] = set()
     for op in p.ops:
-        if cls.get(op.results[0] if op.results else None, 0) != STEP or \
+        if not op.results or cls.get(op.results[0], 0) != STEP or \
                 op.name not in BATCHABLE or not all(v in batched or v in inv
                                                     for v in op.operands):
             continue
@@ -479,6 +479,7 @@ def loops(fn: Function, ctx: PassContext) -> Function:
             continue
         p.name = next(names)
         new = p.build()
+        assert p.new_body is not None
         callees[p.name] = p.new_body
         ops += p.pre + [new] + [remap(o, p.subst) for o in p.post]
         subst.update(p.subst)

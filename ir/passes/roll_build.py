@@ -146,7 +146,7 @@ class _Loop:
             self.b.seq_in[key] = (Value(vals[0].type), vals)
         return self.b.seq_in[key][0]
 
-    def _const(self, key: object, v: Value) -> Value:
+    def _const(self, key: tuple[object, ...], v: Value) -> Value:
         if key not in self.b.consts:
             op = self.prog.fn.ops[self.prog.where[v][0]]
             new = op.replace(results=[Value(v.type)])
@@ -203,8 +203,9 @@ class _Loop:
     def _strided(self, vals: list[Value]) -> Value | None:
         """``vals`` as a strided view, when they are one-wide slices of one array at
         evenly spaced starts along one axis."""
-        ops = [self._producer(v) for v in vals]
-        if any(op is None or op.name != "slice" for op in ops):
+        found = [self._producer(v) for v in vals]
+        ops = [op for op in found if op is not None and op.name == "slice"]
+        if len(ops) != len(vals):
             return None
         first = ops[0]
         src, start = first.operands[0], first.attrs["start"]

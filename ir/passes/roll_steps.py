@@ -26,6 +26,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..core import Function, Op, Value
 
 Slot = tuple[int, int]  # (position, operand number)
@@ -43,17 +45,22 @@ class Program:
     seq: list[int]  # op indices of the non-constant ops
     where: dict[Value, tuple[int, int]]  # op result -> (op index, result number)
     loose: list[int]  # per sequence entry: its signature without VARYING attributes
-    strict: list[Hashable]  # per sequence entry: the rest of its attributes
-    const_key: dict[Value, Hashable]  # a constant's value as a key
+    strict: list[tuple[Any, ...]]  # per sequence entry: the rest of its attributes
+    const_key: dict[Value, tuple[Any, ...]]  # a constant's value as a key
     seq_pos: dict[int, int] = field(default_factory=dict)  # op index -> sequence position
+    # a non-constant op's result -> (sequence position, result number)
+    pos_of: dict[Value, tuple[int, int]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.seq_pos = {i: k for k, i in enumerate(self.seq)}
+        ops = self.fn.ops
+        self.pos_of = {r: (k, n) for k, i in enumerate(self.seq)
+                       for n, r in enumerate(ops[i].results)}
 
     def op(self, pos: int) -> Op:
         return self.fn.ops[self.seq[pos]]
 
-    def outer_key(self, v: Value) -> Hashable:
+    def outer_key(self, v: Value) -> tuple[Any, ...]:
         """Equal for the same value, and for constants of equal value."""
         k = self.const_key.get(v)
         return ("value", id(v)) if k is None else k
@@ -80,17 +87,16 @@ class Steps:
 
     def step_of(self, v: Value) -> tuple[int, Ref] | None:
         """(step, (position, result)) of a value made inside the candidate, else None."""
-        at = self.prog.where.get(v)
-        if at is None:
+        at = self.prog.pos_of.get(v)
+        if at is None or not self.s <= at[0] < self.s + self.m * self.p:
             return None
-        pos = self.prog.seq_pos.get(at[0])
-        if pos is None or not self.s <= pos < self.s + self.m * self.p:
-            return None
-        j, q = divmod(pos - self.s, self.p)
+        j, q = divmod(at[0] - self.s, self.p)
         return j, (q, at[1])
 
     def check(self) -> int:
-        """The number of steps, from the first, whose operands keep one role."""
+        """The number of steps, from the first, whose operands keep one role (the roles
+        are those of these steps only when all ``m`` hold: else check again with ``m``
+        set to what this returns)."""
         for j in range(self.m):
             for q in range(self.p):
                 if not self._check_op(j, q):
@@ -103,7 +109,10 @@ class Steps:
         op = prog.op(pos)
         if j and prog.strict[pos] != prog.strict[self.s + q] and not self._hoist(q):
             return False
-        return all(self._check_slot(j, (q, k), v) for k, v in enumerate(op.operands))
+        for k, v in enumerate(op.operands):
+            if not self._check_slot(j, (q, k), v):
+                return False
+        return True
 
     def _check_slot(self, j: int, slot: Slot, v: Value) -> bool:
         r = self.roles
@@ -157,10 +166,17 @@ class Steps:
         return True
 
 
+_PLAIN = (int, bool, str, tuple, np.dtype)  # attribute values that are their own key
+
+
 def make_program(fn: Function, callee_key: Callable[[str], Hashable],
                  attr_key: Callable[[Any], Hashable]) -> Program:
     """Index ``fn`` for rolling: sequence, producers, signatures."""
-    seq, where, loose, strict, const_key = [], {}, [], [], {}
+    seq: list[int] = []
+    where: dict[Value, tuple[int, int]] = {}
+    loose: list[int] = []
+    strict: list[tuple[Any, ...]] = []
+    const_key: dict[Value, tuple[Any, ...]] = {}
     ids: dict[Hashable, int] = {}
     for i, op in enumerate(fn.ops):
         for k, r in enumerate(op.results):
@@ -170,7 +186,8 @@ def make_program(fn: Function, callee_key: Callable[[str], Hashable],
                                     op.result.type)
             continue
         vary = VARYING.get(op.name, ())
-        attrs = tuple(sorted((a, callee_key(v) if a == "callee" else attr_key(v))
+        attrs = tuple(sorted((a, callee_key(v) if a == "callee" else
+                              v if type(v) in _PLAIN else attr_key(v))
                              for a, v in op.attrs.items()))
         sig = (op.name, tuple(v.type for v in op.operands),
                tuple(r.type for r in op.results), tuple(a for a in attrs if a[0] not in vary))
