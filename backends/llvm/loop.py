@@ -34,8 +34,6 @@ def emit_loop(g: FnGen, op: Op) -> None:
     outer = g.mg.loops.get(g.fn.name, [])
     g.mg.loops[body.name] = outer + [sh.length]
     llfn, ws = g.mg.function(body)
-    step_at = STEP_WORD + 8 * len(outer)
-    b = g.b
     ins = [g.elem_ptr(g.operand_loc(g.op_index, k, v), v.dtype)
            for k, v in enumerate(op.operands)]
     inits, stacked, inv = sh.split_operands(ins)
@@ -46,31 +44,35 @@ def emit_loop(g: FnGen, op: Op) -> None:
     if not sh.length:
         return
     outs = [g.elem_ptr(g.loc(r), r.dtype) for r in op.results[sh.carries:]]
-    slabs_in = [(v.type.nbytes // max(v.shape[0], 1)) for v in
-                op.operands[sh.carries:sh.carries + sh.stacked]]
-    slabs_out = [(r.type.nbytes // max(r.shape[0], 1)) for r in op.results[sh.carries:]]
-    scratch = g.scratch(ws)
+    slabs = [v.type.nbytes // max(v.shape[0], 1) for v in
+             op.operands[sh.carries:sh.carries + sh.stacked] + op.results[sh.carries:]]
+    fixed = [g.scratch(ws), g.status]
     slots = g.ab.alloca(ir.ArrayType(PTR, len(body.inputs) + len(body.outputs) + 2))
+    b = g.b
 
     def step(t: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
         i = b.sub(i64(sh.length - 1), t) if sh.reverse else t
         odd = b.trunc(t, ir.IntType(1))
-        ptrs = [b.select(odd, nxt, first) for first, nxt in bufs]
-        ptrs += [_at(b, p, i, n) for p, n in zip(stacked, slabs_in, strict=True)]
-        ptrs += inv
-        ptrs += [b.select(odd, first, nxt) for first, nxt in bufs]
-        ptrs += [_at(b, p, i, n) for p, n in zip(outs, slabs_out, strict=True)]
-        ptrs += [scratch, g.status]
-        for k, p in enumerate(ptrs):
+        sliced = [_at(b, p, i, n) for p, n in zip(stacked + outs, slabs, strict=True)]
+        ptrs = [b.select(odd, nxt, first) for first, nxt in bufs] + sliced[:len(stacked)]
+        ptrs += inv + [b.select(odd, first, nxt) for first, nxt in bufs]
+        for k, p in enumerate(ptrs + sliced[len(stacked):] + fixed):
             b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
-        rc = b.call(llfn, [slots])
-        with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
-            if step_at < STATUS_BYTES:
-                b.store(i, b.gep(g.status, [i64(step_at)], source_etype=I8))
-            b.ret(rc)
+        _call_body(g, llfn, slots, i, STEP_WORD + 8 * len(outer))
         return []
 
     loop(b, 0, sh.length, 1, [], step, name="steps")
+
+
+def _call_body(g: FnGen, llfn: ir.Function, slots: ir.Value, i: ir.Value, step_at: int
+               ) -> None:
+    """Call the body; on a failure, write the step to the status words and return."""
+    b = g.b
+    rc = b.call(llfn, [slots])
+    with b.if_then(b.icmp_signed("!=", rc, ir.Constant(I32, 0)), likely=False):
+        if step_at < STATUS_BYTES:
+            b.store(i, b.gep(g.status, [i64(step_at)], source_etype=I8))
+        b.ret(rc)
 
 
 def _buffers(g: FnGen, r: Value, length: int) -> tuple[ir.Value, ir.Value]:
