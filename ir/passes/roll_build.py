@@ -148,7 +148,7 @@ class _Loop:
 
     def _const(self, key: tuple[object, ...], v: Value) -> Value:
         if key not in self.b.consts:
-            op = self.prog.fn.ops[self.prog.where[v][0]]
+            op = self.prog.fn.ops[self.prog.const_at[v]]
             new = op.replace(results=[Value(v.type)])
             self.b.ops.append(new)
             self.b.consts[key] = new.result
@@ -234,8 +234,7 @@ class _Loop:
     def _producer(self, v: Value) -> Op | None:
         if v in self.made:
             return self.made[v]
-        at = self.prog.where.get(v)
-        return self.prog.fn.ops[at[0]] if at is not None else None
+        return self.prog.producer(v)
 
     def _add(self, op: Op) -> Op:
         self.outer.append(op)

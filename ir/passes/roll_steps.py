@@ -43,22 +43,22 @@ class Program:
 
     fn: Function
     seq: list[int]  # op indices of the non-constant ops
-    where: dict[Value, tuple[int, int]]  # op result -> (op index, result number)
+    pos_of: dict[Value, tuple[int, int]]  # such an op's result -> (sequence position, number)
+    const_at: dict[Value, int]  # a constant's value -> its op's index
     loose: list[int]  # per sequence entry: its signature without VARYING attributes
     strict: list[tuple[Any, ...]]  # per sequence entry: the rest of its attributes
     const_key: dict[Value, tuple[Any, ...]]  # a constant's value as a key
-    seq_pos: dict[int, int] = field(default_factory=dict)  # op index -> sequence position
-    # a non-constant op's result -> (sequence position, result number)
-    pos_of: dict[Value, tuple[int, int]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.seq_pos = {i: k for k, i in enumerate(self.seq)}
-        ops = self.fn.ops
-        self.pos_of = {r: (k, n) for k, i in enumerate(self.seq)
-                       for n, r in enumerate(ops[i].results)}
 
     def op(self, pos: int) -> Op:
         return self.fn.ops[self.seq[pos]]
+
+    def producer(self, v: Value) -> Op | None:
+        """The op making ``v`` (None for an input)."""
+        at = self.pos_of.get(v)
+        if at is not None:
+            return self.op(at[0])
+        i = self.const_at.get(v)
+        return None if i is None else self.fn.ops[i]
 
     def outer_key(self, v: Value) -> tuple[Any, ...]:
         """Equal for the same value, and for constants of equal value."""
@@ -172,26 +172,34 @@ _PLAIN = (int, bool, str, tuple, np.dtype)  # attribute values that are their ow
 def make_program(fn: Function, callee_key: Callable[[str], Hashable],
                  attr_key: Callable[[Any], Hashable]) -> Program:
     """Index ``fn`` for rolling: sequence, producers, signatures."""
-    seq: list[int] = []
-    where: dict[Value, tuple[int, int]] = {}
-    loose: list[int] = []
-    strict: list[tuple[Any, ...]] = []
-    const_key: dict[Value, tuple[Any, ...]] = {}
+    prog = Program(fn, [], {}, {}, [], [], {})
     ids: dict[Hashable, int] = {}
     for i, op in enumerate(fn.ops):
-        for k, r in enumerate(op.results):
-            where[r] = (i, k)
         if op.name == "const":
-            const_key[op.result] = ("const", attr_key(op.attrs["value"]),
-                                    op.result.type)
+            r = op.results[0]
+            prog.const_at[r] = i
+            prog.const_key[r] = ("const", attr_key(op.attrs["value"]), r.type)
             continue
-        vary = VARYING.get(op.name, ())
-        attrs = tuple(sorted((a, callee_key(v) if a == "callee" else
-                              v if type(v) in _PLAIN else attr_key(v))
-                             for a, v in op.attrs.items()))
-        sig = (op.name, tuple(v.type for v in op.operands),
-               tuple(r.type for r in op.results), tuple(a for a in attrs if a[0] not in vary))
-        seq.append(i)
-        loose.append(ids.setdefault(sig, len(ids)))
-        strict.append(tuple(a for a in attrs if a[0] in vary))
-    return Program(fn, seq, where, loose, strict, const_key)
+        k = len(prog.seq)
+        prog.seq.append(i)
+        for n, r in enumerate(op.results):
+            prog.pos_of[r] = (k, n)
+        fixed, varying = _attr_keys(op, callee_key, attr_key)
+        sig = (op.name, fixed, *[v.type for v in op.operands], None,
+               *[r.type for r in op.results])
+        prog.loose.append(ids.setdefault(sig, len(ids)))
+        prog.strict.append(varying)
+    return prog
+
+
+def _attr_keys(op: Op, callee_key: Callable[[str], Hashable],
+               attr_key: Callable[[Any], Hashable]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """(the attributes a signature holds, those ``VARYING`` lets differ between steps)."""
+    if not op.attrs:
+        return (), ()
+    vary = VARYING.get(op.name, ())
+    fixed, varying = [], []
+    for a, v in sorted(op.attrs.items()):
+        key = callee_key(v) if a == "callee" else v if type(v) in _PLAIN else attr_key(v)
+        (varying if a in vary else fixed).append((a, key))
+    return tuple(fixed), tuple(varying)
