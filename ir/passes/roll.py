@@ -126,8 +126,9 @@ def _loop_at(prog: Program, hashes: _Hashes, nxt: list[int], i: int,
                 st = Steps(prog, i, p, m)
                 steps = st.check()
                 if steps >= 2 and (steps - 1) * _work(prog, st) >= min_saved:
-                    st = Steps(prog, i, p, steps)  # its roles, without the step that failed
-                    st.check()
+                    if steps < m:  # its roles, without the step that failed
+                        st = Steps(prog, i, p, steps)
+                        st.check()
                     return st
                 failed_until[p] = i + p
         j = nxt[j]
