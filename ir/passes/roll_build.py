@@ -172,10 +172,17 @@ class _Loop:
         fn = self.prog.fn
         label = dict(zip(fn.inputs, fn.input_labels, strict=True))
         out: list[str | None] = [f"carry {k}" for k in range(len(carries))]
-        out += [f"step of {label[vals[0]]}" if vals[0] in label and label[vals[0]] else
-                f"step {k}" for k, (_, vals) in enumerate(self.b.seq_in.values())]
+        out += [self._step_label(vals, label, k)
+                for k, (_, vals) in enumerate(self.b.seq_in.values())]
         out += [label.get(v) for v in self.b.inv_in]
         return out
+
+    def _step_label(self, vals: list[Value], label: dict[Value, str | None], k: int) -> str:
+        """``xs[i]`` for the steps' slices of an input ``xs``, ``step k`` otherwise."""
+        op = self._producer(vals[0])
+        src = op.operands[0] if op is not None and op.name == "slice" else None
+        name = label.get(src) if src is not None else None
+        return f"{name}[i]" if name else f"step {k}"
 
     def _callees(self, ops: list[Op]) -> dict[str, Function]:
         have = self.prog.fn.all_callees()
