@@ -75,7 +75,7 @@ CASES: list[tuple[str, Callable[[], Any], bool]] = [
     ("ones_int", lambda: np.ones((50, 50), dtype=I32), False),
     ("zeros_like", lambda: np.zeros_like(np.empty((40, 40))), False),
     ("scaled_eye", lambda: 2.5 * np.eye(40) - 1, False),
-    ("outer_compare", lambda: np.arange(60)[:, None] < np.arange(70), False),
+    ("outer_compare", lambda: np.arange(600)[:, None] < np.arange(700), False),
     ("tril_ones", lambda: np.tril(np.ones((40, 40)), -1), False),
     ("eye_view", lambda: np.eye(60)[::2, 1:], False),
     ("eye_T", lambda: np.eye(50, 40).T * 3, False),
@@ -151,6 +151,39 @@ def test_recorded_as_the_call_up_to_the_size_limit() -> None:
         _, tape = pipeline.trace_forward(lambda x, n=n: x + np.eye(n), [np.zeros((n, n))])
         made = [e for e in tape.entries if e.fn == "eye" or e.kind == "const"]
         assert [e.kind for e in made] == [kind]
+
+
+def test_small_index_arrays_stay_plain_numpy() -> None:
+    """A small arange, linspace or tri is a plain array (index arithmetic at NumPy's
+    speed while tracing); a large one is a traced constant, eye and zeros at any size."""
+    seen = {}
+
+    def f(x: Any) -> Any:
+        for name, a in [("arange", np.arange(10)), ("linspace", np.linspace(0, 1, 512)),
+                        ("tri", np.tri(8)), ("arange_big", np.arange(513)),
+                        ("eye", np.eye(2))]:
+            seen[name] = type(a) is np.ndarray
+        return x
+
+    pipeline.trace_forward(f, [np.zeros(3)])
+    assert seen == {"arange": True, "linspace": True, "tri": True, "arange_big": False,
+                    "eye": False}
+
+
+def test_a_recipe_that_does_not_reproduce_numpy_stays_data(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """An arange or linspace is compared with NumPy's array when recorded; one that the
+    lowering would not reproduce bit for bit is NumPy's array, as any array met in user
+    code (over 1024 elements: an input read at call time)."""
+    from yota.numpy import generated
+
+    monkeypatch.setattr(generated, "_reproduces", lambda made: False)
+    f = lambda x: x + np.arange(0.0, 2.0, 1e-3)  # noqa: E731
+    x = np.ones(2000)
+    _, tape = pipeline.trace_forward(f, [x])
+    assert not any(e.fn == "arange" for e in tape.entries)
+    assert [e.kind for e in tape.entries if e.kind in ("const", "captured")] == ["captured"]
+    assert_same(yota.compile(f, x, cache=False)(x), f(x))
 
 
 def test_writes_make_it_data_again() -> None:

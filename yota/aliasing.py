@@ -34,6 +34,7 @@ import numpy as np
 
 from yota.ir.types import DTYPE_NAMES
 
+from .numpy.generated import GENERATED_BYTES, SMALL_PLAIN
 from .patching import NumpyPatch
 
 
@@ -122,6 +123,8 @@ def _wrapper(name: str) -> Callable[..., Any]:
         value = (source or original)(*args, **kwargs)  # np.empty: zeros, as good as any
         if type(value) is not np.ndarray or value.dtype not in DTYPE_NAMES:
             return value  # float16 and others stay plain: mixed with traced values, an error
+        if name in SMALL_PLAIN and value.nbytes <= GENERATED_BYTES:
+            return value  # a small index array: plain NumPy, fast (yota.numpy.generated)
         return hook(value, name, args, kwargs)
 
     create.__name__ = original.__name__

@@ -16,8 +16,10 @@ again: ``Made`` is valid only for the storage version it was made at (the tracer
 
 Every recipe gives NumPy's values bit for bit: ``EXACT`` holds only IEEE correctly
 rounded ops and data movement (the backends round them as NumPy does, without
-contraction), and an ``arange`` or ``linspace`` is checked against NumPy's array once,
-when it is made (one of NumPy's rounding paths this code does not follow stays data).
+contraction), and an ``arange`` or ``linspace`` is checked against NumPy's array when it
+is first recorded (one of NumPy's rounding paths this code does not follow stays data).
+A small ``np.arange``, ``np.linspace`` or ``np.tri`` (``SMALL_PLAIN``) stays a plain NumPy
+array, as before: index arithmetic on it runs at NumPy's speed while tracing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ import numpy as np
 
 from yota.ir.core import Builder
 from yota.ir.interpreter import run
-from yota.ir.ops.misc import splat_scalar
 from yota.ir.types import DTYPE_NAMES, TensorType
 
 from ..tape import Entry, Loc, Tape, Var
@@ -51,7 +52,8 @@ EXACT = frozenset("""
 SPLATS = ("zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like",
           "full_like")
 SHAPED = ("eye", "identity", "tri", "arange", "linspace")  # recorded as called
-CHECKED = ("arange", "linspace")  # rounded values: compared with NumPy's when made
+CHECKED = ("arange", "linspace")  # rounded values: compared with NumPy's when recorded
+SMALL_PLAIN = ("tri", "arange", "linspace")  # plain NumPy arrays up to GENERATED_BYTES
 NOT_TRACED = object()  # what ``made_of`` says of a value that is not traced
 
 
@@ -96,16 +98,22 @@ def leaf(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], value: Any,
     if t is None:
         return None
     if name in SPLATS:
-        fill = splat_scalar(value) if value.size else np.zeros((), value.dtype)
-        if fill is None:
+        if not _scalar_fill(name, args, kwargs):
             return None
+        fill = value.reshape(-1)[0] if value.size else np.zeros((), value.dtype)
         return Made("full", (value.shape, fill.item()), {"dtype": value.dtype}, t, 0, loc)
     if name not in SHAPED or not (_plain(args) and _plain(list(kwargs.values()))):
         return None
-    made = Made(name, tuple(args), dict(kwargs), t, 0, loc)
-    if name in CHECKED and not _reproduces(made, value):
-        return None
-    return made
+    return Made(name, tuple(args), dict(kwargs), t, 0, loc)
+
+
+def _scalar_fill(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a splat creation fills with one value (``np.full``'s fill may be an array
+    that broadcasts to rows)."""
+    if name not in ("full", "full_like"):
+        return True
+    fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+    return isinstance(fill, (int, float, bool, np.generic))
 
 
 class _Builds:
@@ -115,10 +123,11 @@ class _Builds:
         self.b = b
 
 
-def _reproduces(made: Made, value: np.ndarray) -> bool:
-    """Whether the lowering of ``made`` computes ``value`` bit for bit (interpreted)."""
+def _reproduces(made: Made) -> bool:
+    """Whether the lowering of ``made`` computes NumPy's array bit for bit (interpreted)."""
     from .registry import TABLE
 
+    value = TABLE[made.key].forward(*made.args, **made.kwargs)
     b = Builder("check")
     try:
         v = TABLE[made.key].lower(_Builds(b), [made.type], *made.args, **made.kwargs)
@@ -169,6 +178,10 @@ def record(made: Made, tape: Tape, to_tape: Callable[[Any], Any], value: Any = N
     recorded once), converting plain arguments with ``to_tape``; its variable."""
     if made._var is not None and made._var[0] is tape:
         return made._var[1]
+    if made.key in CHECKED and not _reproduces(made):  # NumPy's array itself, then
+        from .registry import TABLE
+
+        return to_tape(TABLE[made.key].forward(*made.args, **made.kwargs))
 
     def sub(x: Any) -> Any:
         if isinstance(x, Made):
