@@ -403,22 +403,37 @@ def _live_ops(p: Parts) -> None:
 
 def _drop_outputs(p: Parts, read: set[Value]) -> bool:
     changed = False
-    seen: dict[Value, Value] = {}
     made = {r: op for op in p.ops for r in op.results}
+    kept = [y for y in p.ys if y.result is None or y.result in read]
+    changed = len(kept) != len(p.ys)
+    p.ys = kept
+    seen: dict[Value, Value] = {y.body_out: y.result for y in kept if y.result is not None}
     for y in list(p.ys):
         old = y.result
-        if old is not None and old not in read:
-            p.ys.remove(y)
-            changed = True
+        if old is None:
             continue
-        alias = seen.get(y.body_out) or _step_array(p, y.body_out, made)
-        if alias is not None and old is not None:
+        alias = _step_array(p, y.body_out, made)
+        first = seen.get(y.body_out)
+        if alias is None and first is not None and first is not old:
+            alias = first
+        if alias is None:
+            alias = _reshaped(p, y.body_out, made, seen)
+        if alias is not None:
             p.subst[old] = alias
             p.ys.remove(y)
+            seen[y.body_out] = alias
             changed = True
-        elif old is not None:
-            seen[y.body_out] = old
     return changed
+
+
+def _reshaped(p: Parts, v: Value, made: dict[Value, Op], seen: dict[Value, Value]
+              ) -> Value | None:
+    """A step output that is a reshape of another step output, reshaped after the loop
+    (the values are stacked once)."""
+    op = made.get(v)
+    if op is None or op.name != "reshape" or op.operands[0] not in seen:
+        return None
+    return p.after("reshape", [seen[op.operands[0]]], shape=(p.length,) + v.shape)
 
 
 def _step_array(p: Parts, v: Value, made: dict[Value, Op]) -> Value | None:

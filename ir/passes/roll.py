@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable
 
-from ..core import Function
+from ..core import Function, Value
 from .base import Pass, PassContext
 from .bodies import in_bodies
 from .cse import attr_key
@@ -101,9 +101,15 @@ def find_loops(prog: Program, min_saved: int = 32) -> list[Steps]:
         last[prog.loose[k]] = k
     found: list[Steps] = []
     failed_until: dict[int, int] = {}  # period -> position before which it failed
+    uses: dict[Value, int] = {}
+    for op in prog.fn.ops:
+        for v in op.operands:
+            uses[v] = uses.get(v, 0) + 1
+    for v in prog.fn.outputs:
+        uses[v] = uses.get(v, 0) + 1
     i = 0
     while i < n - 1:
-        loop = _loop_at(prog, hashes, nxt, i, failed_until, min_saved)
+        loop = _loop_at(prog, hashes, nxt, i, failed_until, min_saved, uses)
         if loop is None:
             i += 1
             continue
@@ -113,7 +119,8 @@ def find_loops(prog: Program, min_saved: int = 32) -> list[Steps]:
 
 
 def _loop_at(prog: Program, hashes: _Hashes, nxt: list[int], i: int,
-             failed_until: dict[int, int], min_saved: int) -> Steps | None:
+             failed_until: dict[int, int], min_saved: int, uses: dict[Value, int]
+             ) -> Steps | None:
     j, tries = nxt[i], 0
     while j >= 0 and tries < MAX_TRIES:
         p = j - i
@@ -129,10 +136,21 @@ def _loop_at(prog: Program, hashes: _Hashes, nxt: list[int], i: int,
                     if steps < m:  # its roles, without the step that failed
                         st = Steps(prog, i, p, steps)
                         st.check()
-                    return st
+                    if _writes_only_written(prog, st, uses):
+                        return st
                 failed_until[p] = i + p
         j = nxt[j]
     return None
+
+
+def _writes_only_written(prog: Program, st: Steps, uses: dict[Value, int]) -> bool:
+    """A written buffer's versions before the last step are read only by the next
+    step's write (the buffer is made after the loop)."""
+    for q in st.roles.written:
+        for j in range(st.m - 1):
+            if uses.get(prog.op(st.s + j * st.p + q).results[0], 0) != 1:
+                return False
+    return True
 
 
 def _work(prog: Program, st: Steps) -> int:
@@ -142,15 +160,27 @@ def _work(prog: Program, st: Steps) -> int:
 
 
 def roll(fn: Function, ctx: PassContext | None = None) -> Function:
-    """``fn`` with its repeated steps rolled into ``loop`` ops (``fn`` itself if none)."""
+    """``fn`` with its repeated steps rolled into ``loop`` ops (``fn`` itself if none).
+
+    Where ``fn`` writes into arrays, reads of what a write stored read the value written
+    first (the ``writes`` pass, exact): a buffer filled step by step is then a chain of
+    writes that rolls (``roll_steps.Steps._write``)."""
     ctx = ctx or PassContext()
+    src = fn
+    if any(op.name == "update_slice" for op in fn.ops):
+        from .writes import writes
+
+        fn = dce(writes(fn, ctx), ctx)
+    rolled = fn
     for _ in range(MAX_ROUNDS):
-        prog = make_program(fn, _CalleeKeys(fn), attr_key)
+        prog = make_program(rolled, _CalleeKeys(rolled), attr_key)
         loops = find_loops(prog, ctx.roll_min_saved)
         if not loops:
             break
-        fn = dce(build_rolled(prog, loops), ctx)
-    return in_bodies(lambda body: roll(body, ctx), fn)
+        rolled = dce(build_rolled(prog, loops), ctx)
+    if rolled is fn:
+        return src
+    return in_bodies(lambda body: roll(body, ctx), rolled)
 
 
 def _apply(fn: Function, ctx: PassContext) -> Function:

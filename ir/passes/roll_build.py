@@ -94,11 +94,14 @@ class _Loop:
             for q in sorted(self.r.hoisted):
                 self._add(remap(self.prog.op(st.s + j * st.p + q), self.subst))
         for q in range(st.p):
-            if q not in self.r.hoisted:
+            if q not in self.r.hoisted and q not in self.r.written:
                 self._copy(q)
+        writes = [self._operand((q, 1), self.prog.op(st.s + q).operands[1])
+                  for q in sorted(self.r.written)]
         finals, ys = self._exports(last_use, last)
-        carries = list(dict.fromkeys([*self.r.carry.values(), *finals]))
-        body = self._function(carries, ys)
+        carries = [ref for ref in dict.fromkeys([*self.r.carry.values(), *finals])
+                   if ref[0] not in self.r.written]
+        body = self._function(carries, ys, writes)
         operands = [self._init(ref) for ref in carries]
         operands += [self._stack(vals) for _, vals in self.b.seq_in.values()]
         operands += list(self.b.inv_in)
@@ -106,6 +109,7 @@ class _Loop:
                        stacked=len(self.b.seq_in), loc=_loc(self.b.ops))
         self._add(loop)
         self._read_results(loop, carries, ys, finals, last_use, last)
+        self._read_writes(loop.results[len(loop.results) - len(writes):])
         ops.extend(self.outer)
         return body
 
@@ -154,7 +158,7 @@ class _Loop:
             self.b.consts[key] = new.result
         return self.b.consts[key]
 
-    def _function(self, carries: list[Ref], ys: list[Ref]) -> Function:
+    def _function(self, carries: list[Ref], ys: list[Ref], writes: list[Value]) -> Function:
         b = self.b
         for ref in carries:
             if ref not in b.carry_in:  # carried out only: nothing in the body reads it
@@ -162,7 +166,7 @@ class _Loop:
         labels = self._input_labels(carries)
         inputs = [b.carry_in[ref] for ref in carries]
         inputs += [v for v, _ in b.seq_in.values()] + list(b.inv_in.values())
-        outputs = [b.env[ref] for ref in carries] + [b.env[ref] for ref in ys]
+        outputs = [b.env[ref] for ref in carries] + [b.env[ref] for ref in ys] + writes
         consts = [op for op in b.ops if op.name == "const"]
         ops = consts + [op for op in b.ops if op.name != "const"]
         return Function(self.name, inputs, ops, outputs, labels, None,
@@ -259,7 +263,7 @@ class _Loop:
         st = self.st
         for j in range(st.m):
             for q in range(st.p):
-                if q in self.r.hoisted:
+                if q in self.r.hoisted or q in self.r.written:
                     continue
                 for k, v in enumerate(self.prog.op(st.s + j * st.p + q).results):
                     if last_use.get(v, -1) > last:
@@ -278,6 +282,27 @@ class _Loop:
                 v = self.prog.op(st.s + j * st.p + ref[0]).results[ref[1]]
                 if last_use.get(v, -1) > last:
                     self.subst[v] = self._step_slice(stacked, j)
+
+    def _read_writes(self, stacks: tuple[Value, ...]) -> None:
+        """Each written buffer after the loop: its initial value with every step's
+        update written at once (the stacked updates moved to the written axis)."""
+        st = self.st
+        for q, u in zip(sorted(self.r.written), stacks, strict=True):
+            a, stride = self.r.written[q]
+            first = self.prog.op(st.s + q)
+            shape = u.shape[1:]
+            flat = self._emit("reshape", [u], shape=(st.m,) + shape[:a] + shape[a + 1:])
+            perm = tuple(range(1, a + 1)) + (0,) + tuple(range(a + 1, len(shape)))
+            moved = self._emit("transpose", [flat], perm=perm) if a else flat
+            start, step = first.attrs["start"], list(first.attrs["step"])
+            stop = list(first.attrs["stop"])
+            stop[a] = start[a] + (st.m - 1) * stride + 1
+            step[a] = stride
+            init = resolve(self.r.init[(q, 0)], self.subst)
+            final = self._emit("update_slice", [init, moved], start=start, stop=tuple(stop),
+                               step=tuple(step))
+            last = self.prog.op(st.s + (st.m - 1) * st.p + q).results[0]
+            self.subst[last] = final
 
     def _step_slice(self, stacked: Value, j: int) -> Value:
         shape = stacked.shape

@@ -15,9 +15,12 @@ Operand ``k`` of the op at ``q`` (a *slot*) is, in every step:
 A position whose op differs between steps only in attributes that ``VARYING`` lists
 (the start of ``xs[t]``'s slice) is *hoisted*: its ops stay outside the loop, one per
 step, and their results are a sequence; its operands must be outer values or results of
-hoisted positions. Anything else that differs between steps (other attributes, a value
-read from two steps back, a carry without one initial value) ends the loop before that
-step. ``check`` returns how many steps hold.
+hoisted positions. An ``update_slice`` of its own previous result at a start moving by
+a fixed stride (a buffer filled step by step) is *written*: the values written are
+stacked, and the buffer is made after the loop (nothing else in the loop may read it).
+Anything else that differs between steps (other attributes, a value read from two steps
+back, a carry without one initial value) ends the loop before that step. ``check``
+returns how many steps hold.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ Slot = tuple[int, int]  # (position, operand number)
 Ref = tuple[int, int]  # (position, result number)
 
 # Attributes that may differ between the steps of a hoisted position (op name -> names).
-VARYING: dict[str, tuple[str, ...]] = {"slice": ("start", "stop")}
+VARYING: dict[str, tuple[str, ...]] = {"slice": ("start", "stop"),
+                                        "update_slice": ("start", "stop")}
 
 
 @dataclass
@@ -75,6 +79,8 @@ class Roles:
     outer: dict[Slot, list[Value]] = field(default_factory=dict)
     init: dict[Ref, Value] = field(default_factory=dict)
     hoisted: set[int] = field(default_factory=set)
+    # written buffers: position of an update_slice -> (axis, stride) of its moving start
+    written: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 class Steps:
@@ -107,12 +113,12 @@ class Steps:
         prog = self.prog
         pos = self.s + j * self.p + q
         op = prog.op(pos)
-        if j and prog.strict[pos] != prog.strict[self.s + q] and not self._hoist(q):
-            return False
         for k, v in enumerate(op.operands):
             if not self._check_slot(j, (q, k), v):
                 return False
-        return True
+        if j and prog.strict[pos] != prog.strict[self.s + q]:
+            return self._hoist(q) or self._write(j, q)
+        return q not in self.roles.written or self._write(j, q)
 
     def _check_slot(self, j: int, slot: Slot, v: Value) -> bool:
         r = self.roles
@@ -164,6 +170,27 @@ class Steps:
             return False
         r.hoisted.add(q)
         return True
+
+    def _write(self, j: int, q: int) -> bool:
+        """Position ``q`` writes a buffer step by step (``states[:, t + 1] = h``): an
+        ``update_slice`` of its own previous result, one wide along one axis, at a start
+        that moves by the same stride every step. Its buffer is carried only to be
+        written: the loop stacks the written values, and one write of all of them after
+        the loop makes the buffer (``Roles.written``)."""
+        r = self.roles
+        op0, op = self.prog.op(self.s + q), self.prog.op(self.s + j * self.p + q)
+        if op.name != "update_slice" or r.carry.get((q, 0)) != (q, 0):
+            return False
+        d = [b - a for a, b in zip(op0.attrs["start"], op.attrs["start"], strict=True)]
+        axes = [a for a, x in enumerate(d) if x]
+        if j == 0 or len(axes) != 1 or d[axes[0]] % j or op.operands[1].shape[axes[0]] != 1:
+            return False
+        a, stride = axes[0], d[axes[0]] // j
+        if stride <= 0 or r.written.setdefault(q, (a, stride)) != (a, stride) or \
+                op.attrs["step"] != op0.attrs["step"]:
+            return False
+        return all(ref != (q, 0) or slot == (q, 0) for slot, ref in r.carry.items()) and \
+            (q, 0) not in r.local.values()
 
 
 _PLAIN = (int, bool, str, tuple, np.dtype)  # attribute values that are their own key
