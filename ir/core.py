@@ -163,13 +163,29 @@ class Function:
 def make_op(name: str, operands: Sequence[Value], attrs: dict[str, Any] | None = None,
             loc: str | None = None, result_types: Sequence[TensorType] | None = None) -> Op:
     """Create an op, inferring (and checking) its result types from the op table."""
-    from .ops import get_opdef
+    opdef = (_OPS if _OPS is not None else _opdefs()).get(name)
+    if opdef is None:
+        from .ops import get_opdef
 
-    opdef = get_opdef(name)
-    attrs = opdef.normalize_attrs(dict(attrs or {}))
+        opdef = get_opdef(name)  # raises: an unknown op
+    attrs = opdef.normalize_attrs(attrs or {}) if attrs or opdef.attrs else {}
     if result_types is None:
         result_types = opdef.infer_types([v.type for v in operands], attrs, len(operands))
     return Op(name, operands, attrs, [Value(t) for t in result_types], loc)
+
+
+_OPS: dict[str, Any] | None = None
+
+
+def _opdefs() -> dict[str, Any]:
+    """The op table ``yota.ir.ops.OPS``, imported on first use (``ir.ops`` imports this
+    module), then kept: ``make_op`` runs once per op built."""
+    global _OPS
+    if _OPS is None:
+        from .ops import OPS
+
+        _OPS = OPS
+    return _OPS
 
 
 class Builder:
@@ -208,16 +224,19 @@ class Builder:
 
     def emit(self, name: str, *operands: Value, **attrs: Any) -> Any:
         """Emit op ``name``; returns its single result, or a tuple of results."""
-        op = self.append(make_op(name, operands, attrs, self.loc))
+        op = make_op(name, operands, attrs, self.loc)
+        self.ops.append(op)  # as self.append does
         if len(op.results) == 1:
             return op.results[0]
         return op.results
 
     def __getattr__(self, name: str) -> Any:
-        from .ops import OPS
-
-        if name in OPS:
-            return lambda *operands, **attrs: self.emit(name, *operands, **attrs)
+        """``b.<op>(*operands, **attrs)`` emits op ``<op>``: on first use, the method is
+        added to the class (ops are only ever added to the table), so later calls find it
+        without coming here."""
+        if name in _opdefs():
+            setattr(Builder, name, _emitter(name))
+            return getattr(self, name)
         raise AttributeError(name)
 
     # -- conveniences that skip no-op conversions -------------------------------------
@@ -233,20 +252,22 @@ class Builder:
         return self.emit("const", value=arr)
 
     def convert_to(self, x: Value, dtype: Any) -> Value:
+        if x.type.dtype is dtype:  # already of that (supported) dtype
+            return x
         dt = as_dtype(dtype)
         return x if x.dtype == dt else self.emit("convert", x, dtype=dt)
 
     def broadcast_to(self, x: Value, shape: Sequence[int]) -> Value:
         shape = tuple(shape)
-        return x if x.shape == shape else self.emit("broadcast", x, shape=shape)
+        return x if x.type.shape == shape else self.emit("broadcast", x, shape=shape)
 
     def reshape_to(self, x: Value, shape: Sequence[int]) -> Value:
         shape = tuple(shape)
-        return x if x.shape == shape else self.emit("reshape", x, shape=shape)
+        return x if x.type.shape == shape else self.emit("reshape", x, shape=shape)
 
     def sum_to_shape(self, x: Value, shape: Sequence[int]) -> Value:
         shape = tuple(shape)
-        return x if x.shape == shape else self.emit("sum_to", x, shape=shape)
+        return x if x.type.shape == shape else self.emit("sum_to", x, shape=shape)
 
     def call(self, callee: Function, *operands: Value) -> tuple[Value, ...]:
         """Call a sub-function (a primitive's body); returns its results."""
@@ -260,6 +281,15 @@ class Builder:
               attrs: dict[str, Any] | None = None) -> Function:
         return Function(self.name, self.inputs, self.ops, outputs, self.input_labels,
                         output_labels, self.callees, attrs)
+
+
+def _emitter(name: str) -> Any:
+    def emit_op(self: Builder, *operands: Value, **attrs: Any) -> Any:
+        return self.emit(name, *operands, **attrs)
+
+    emit_op.__name__ = emit_op.__qualname__ = name
+    emit_op.__doc__ = f"Emit op ``{name}``; its single result, or a tuple of results."
+    return emit_op
 
 
 def _default_dtype(dt: np.dtype) -> np.dtype:

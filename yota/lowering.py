@@ -20,7 +20,7 @@ from . import structs
 from .numpy.registry import TABLE
 from .primitives import Primitive
 from .tape import Entry, Inlined, Tape, Var
-from .tracing import trace
+from .tracing import collector_paused, trace
 
 
 class Lowering:
@@ -44,8 +44,15 @@ class Lowering:
     def operand(self, a: Any, dtype: Any, shape: tuple[int, ...] | None) -> Value:
         """An IR value for argument ``a`` (a Var, or a Python scalar/list made constant),
         converted to ``dtype`` and broadcast to ``shape`` when those are given."""
-        if isinstance(a, Var) or _holds_var(a):
-            v = self.env[a] if isinstance(a, Var) else self._stack(a)
+        if isinstance(a, Var):  # the common case: no conversion, no broadcast
+            v = self.env[a]
+            if dtype is not None and v.type.dtype is not dtype:
+                v = self.b.convert_to(v, dtype)
+            if shape is not None and v.type.shape != shape:
+                v = self.b.broadcast_to(v, shape)
+            return v
+        if _holds_var(a):
+            v = self._stack(a)
             if dtype is not None:
                 v = self.b.convert_to(v, dtype)
         else:
@@ -125,16 +132,39 @@ def lower_tape(tape: Tape, name: str | None = None) -> Function:
     """Lower ``tape`` to a new IR function (``to_ir`` caches this on the tape)."""
     b = Builder(re.sub(r"\W", "_", name or tape.fname))
     L = Lowering(b)
-    _inputs(tape, L)
-    for e in tape.entries:
-        if e.kind in ("input", "getattr", "getitem", "captured", "random"):
-            continue
-        with b.at(str(e.loc) if e.loc else None):
+    with collector_paused():
+        _inputs(tape, L)
+        _lower_entries(tape, L)
+        outs = [_output(L, leaf) for leaf in result_leaves(tape.result)]
+        if name is None:
+            tape.ir_values = dict(L.env)  # each tape variable's IR value (autograd's nodes)
+        return maybe_verify(b.build(outs))
+
+
+_NOT_LOWERED = frozenset(("input", "getattr", "getitem", "captured", "random"))
+
+
+def _lower_entries(tape: Tape, L: Lowering) -> None:
+    """Lower each entry, its ops carrying the entry's location (as ``b.at`` would set it;
+    each location is formatted once: a loop's steps share their lines)."""
+    b = L.b
+    outer = b.loc
+    texts: dict[int, str] = {}  # id(Loc) -> its text (the tape keeps each Loc alive)
+    try:
+        for e in tape.entries:
+            if e.kind in _NOT_LOWERED:
+                continue
+            loc = e.loc
+            if loc:
+                text = texts.get(id(loc))
+                if text is None:
+                    text = texts[id(loc)] = str(loc)
+                b.loc = text
+            else:
+                b.loc = outer
             _lower_entry(tape, L, e)
-    outs = [_output(L, leaf) for leaf in result_leaves(tape.result)]
-    if name is None:
-        tape.ir_values = dict(L.env)  # each tape variable's IR value (yota.autograd's nodes)
-    return maybe_verify(b.build(outs))
+    finally:
+        b.loc = outer
 
 
 def _inputs(tape: Tape, L: Lowering) -> None:
@@ -195,7 +225,7 @@ def _lower_entry(tape: Tape, L: Lowering, e: Entry) -> None:
         raise
     values = list(res) if isinstance(res, (list, tuple)) else [res]
     for var, v in zip(e.outs, values, strict=True):
-        if v.type != var.type:
+        if v.type is not var.type and v.type != var.type:  # types are mostly shared objects
             raise TraceError(f"internal error: '{e.fn}' at {e.loc} lowered to {v.type}, but "
                              f"NumPy computed {var.type}")
         L.env[var] = v

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from yota.ir.errors import TraceError, UnsupportedError, YotaError
-from yota.ir.types import DTYPE_NAMES, TensorType
+from yota.ir.types import DTYPE_NAMES, TensorType, tensor_type
 
 from . import structs
-from .aliasing import Storage, creations, permutation, positions, shares
+from .aliasing import Storage, creations, may_share_memory, permutation, positions, shares
 from .numpy import generated, registry  # importing yota.numpy registers every family
 from .numpy.building import constructors
 from .numpy.generated import Made
@@ -212,6 +212,8 @@ BOXES: list[type] = []  # mutable boxes used as their ``value`` (yota.autograd.P
 
 def _unbox(x: Any) -> Any:
     """A box's value in place of the box (also in a list or tuple of operands)."""
+    if not BOXES:
+        return x
     if any(isinstance(x, t) for t in BOXES):
         return x.value
     if isinstance(x, (list, tuple)) and not hasattr(type(x), "_fields") and BOXES:
@@ -243,7 +245,8 @@ def _call_out(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 def call_operator(name: str, *args: Any) -> Any:
     """Trace a Python operator (``+``, ``-x``, ``abs``...): on Python floats it gives a
     Python float, which stays weak (NEP 50), where the NumPy function gives np.float64."""
-    args = _unbox(args)
+    if BOXES:
+        args = _unbox(args)
     op = registry.lookup(name, args, {})
     return record(name, args, {}, op.forward, python_op=True)
 
@@ -708,8 +711,13 @@ def find_context(*objs: Any) -> TraceContext | None:
     """The trace that records an operation on ``objs``: the innermost active one when a
     tracer of an enclosing trace is used inside a nested trace."""
     ctx = _find_context(*objs)
+    return None if ctx is None else _innermost(ctx)
+
+
+def _innermost(ctx: TraceContext) -> TraceContext:
+    """``ctx``, or the innermost active trace when ``ctx`` is an enclosing one."""
     stack = getattr(_local, "stack", None)
-    if ctx is not None and stack and stack[-1] is not ctx and ctx in stack:
+    if stack and stack[-1] is not ctx and ctx in stack:
         return stack[-1]
     return ctx
 
@@ -742,7 +750,7 @@ def to_tape(ctx: TraceContext, x: Any) -> Any:
     if isinstance(x, list):
         return [to_tape(ctx, v) for v in x]
     if isinstance(x, tuple):
-        return tuple(to_tape(ctx, v) for v in x)
+        return tuple([to_tape(ctx, v) for v in x])
     if isinstance(x, slice):  # traced bounds are static: NumPy's __index__ guards them
         return slice(*(int(v.value) if isinstance(v, Tracer) else v
                        for v in (x.start, x.stop, x.step)))
@@ -801,56 +809,147 @@ def record(key: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     input), nothing is recorded: the result is a constant too. A result that shares memory
     with an input (NumPy made a view) shares its storage (``yota.aliasing``); ``link``:
     remember how to derive it again after a write (off for replays and writes)."""
-    ctx = find_context(args, kwargs)
+    ctx, ins, leaves = _operands(args, kwargs)
     if ctx is None:
         return forward(*args, **kwargs)
     loc = user_loc(2)
-    ins = list(_tracers((args, kwargs)))
-    const = all(t.is_const for t in ins)
-    tape_args = None if const else to_tape(ctx, args)
-    tape_kwargs = None if const else {k: to_tape(ctx, v) for k, v in kwargs.items()}
-    try:
-        with np.errstate(all="ignore"):
-            value = forward(*to_value(args), **{k: to_value(v) for k, v in kwargs.items()})
-    except YotaError:  # already says what and where (np.linalg's LinAlgError is a ValueError)
-        raise
-    except ValueError as e:
-        at = loc.describe() if loc is not None else "an unknown place"
-        raise OperandError(f"{display or key} at {at}: {e} (operands: "
-                           f"{', '.join(_describe(a) for a in args)})") from e
-    weak = _all_weak((args, list(kwargs.values()))) and (
-        python_op or type(value) in (float, int, bool))
+    const, tape_args, tape_kwargs = _tape_operands(ctx, ins, args, kwargs)
+    value = _run(forward, args, kwargs, leaves is not None, display or key, loc)
+    weak = (python_op or type(value) in (float, int, bool)) and (
+        _all_weak((args, list(kwargs.values()))) if leaves is None else _weak_leaves(leaves))
     multi = isinstance(value, (list, tuple))
-    values = list(value) if multi else [value]
     outs, tracers = [], []
-    for j, raw in enumerate(values):
+    for j, raw in enumerate(value if multi else (value,)):
         v = _normalize_output(raw, weak, key, loc)
-        var = None if const else ctx.tape.new_var(TensorType(np.asarray(v).dtype,
-                                                             np.shape(v)), weak)
+        var = None if const else ctx.tape.new_var(_type_of(v), weak)
         outs.append(var)
-        t = Tracer(ctx, var, v, const=const)
-        t._store = None  # a NumPy scalar or a Python number: immutable
-        if isinstance(raw, np.ndarray) and isinstance(t.value, np.ndarray):
-            t._store = _storage_of(raw, ins, args, kwargs, const)
-            t._ver = t._store.version
+        store, sharing = None, []
+        if isinstance(raw, np.ndarray) and isinstance(v, np.ndarray):
+            sharing = _sharing(raw, ins)
+            store = _storage_of(raw, sharing, _flat((args, kwargs)) if leaves is None
+                                else leaves, const)
+        t = Tracer(ctx, var, v, (), store, const)
+        if store is None:
+            t._store = None  # a NumPy scalar or a Python number: immutable
+        else:
+            t._ver = store.version
             if const:
                 t.made_by(generated.derive(key, args, kwargs, t.value, loc, _made_of))
-            if link and t._store is not None and t._store.owner is None and any(
-                    shares(raw, x.value) for x in ins):
-                parent = next(x for x in ins if shares(raw, x.value))
-                t._link = ViewLink(parent, key, args, kwargs, forward, j if multi else None,
-                                   python_op)
+            if link and store.owner is None and sharing:
+                t._link = ViewLink(sharing[0], key, args, kwargs, forward,
+                                   j if multi else None, python_op)
         tracers.append(t)
     if tape_args is not None and tape_kwargs is not None:  # not a constant
         ctx.tape.add(Entry("call", [v for v in outs if v is not None], display or key,
                            tape_args, tape_kwargs,
                            value=[t.value for t in tracers] if multi else tracers[0].value,
                            loc=loc, extra=extra))
-    if multi:
-        if hasattr(value, "_fields"):  # a named tuple (np.linalg.slogdet's, eigh's...)
-            return type(value)(*tracers)
-        return type(value)(tracers) if isinstance(value, tuple) else tracers
-    return tracers[0]
+    return _packed(value, tracers) if multi else tracers[0]
+
+
+def _packed(value: list[Any] | tuple[Any, ...], tracers: list[Tracer]) -> Any:
+    """The tracers of a call's several results, in the container NumPy returned them in."""
+    if hasattr(value, "_fields"):  # a named tuple (np.linalg.slogdet's, eigh's...)
+        return type(value)(*tracers)
+    return type(value)(tracers) if isinstance(value, tuple) else tracers
+
+
+def _tape_operands(ctx: TraceContext, ins: list[Tracer], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> tuple[bool, Any, Any]:
+    """Whether every traced operand is a constant of the trace (then nothing is recorded);
+    else the arguments and keyword arguments as the tape holds them (``to_tape``)."""
+    for t in ins:
+        if not t.is_const:
+            break
+    else:
+        return True, None, None
+    tape_args = tuple([x.tape_var if isinstance(x, Tracer) and x._ctx is ctx
+                       else to_tape(ctx, x) for x in args])
+    return False, tape_args, {k: to_tape(ctx, v) for k, v in kwargs.items()} if kwargs else {}
+
+
+def _sharing(raw: np.ndarray, ins: list[Tracer]) -> list[Tracer]:
+    """The traced operands whose example values share memory with result ``raw``."""
+    if type(raw) is not np.ndarray:
+        return [x for x in ins if shares(raw, x.value)]
+    if not raw.size:
+        return []
+    out = []
+    for x in ins:  # shares(raw, x.value), its checks on raw made once above
+        v = x.value
+        if type(v) is np.ndarray:
+            if v.size and may_share_memory(raw, v):
+                out.append(x)
+        elif shares(raw, v):
+            out.append(x)
+    return out
+
+
+def _operands(args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> tuple[TraceContext | None, list[Tracer], Sequence[Any] | None]:
+    """The trace that records a call (``find_context``), the tracers among its arguments
+    (``_tracers``), and the arguments then keyword values as one flat sequence when none
+    is a list, tuple or dict (the common case: one scan here serves every later walk of
+    the arguments); None then when one is, and the callers walk the arguments instead."""
+    leaves = args if not kwargs else (*args, *kwargs.values())
+    first: Tracer | None = None
+    ins: list[Tracer] = []
+    for x in leaves:
+        if isinstance(x, Tracer):
+            if first is None:
+                first = x
+            ins.append(x)
+        elif isinstance(x, (list, tuple, dict)):
+            return find_context(args, kwargs), list(_tracers((args, kwargs))), None
+        elif isinstance(x, slice):
+            ins.extend(_tracers(x))
+    return (None if first is None else _innermost(first._ctx)), ins, leaves
+
+
+def _run(forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+         flat: bool, what: str, loc: Loc | None) -> Any:
+    """``forward`` on the example values (``flat``: no argument is a list or tuple)."""
+    vargs: Any
+    if flat:
+        vargs = [x.value if isinstance(x, Tracer) else x for x in args]
+        vkwargs = {k: x.value if isinstance(x, Tracer) else x for k, x in kwargs.items()
+                   } if kwargs else {}
+    else:
+        vargs, vkwargs = to_value(args), {k: to_value(v) for k, v in kwargs.items()}
+    try:
+        return _quietly(forward, vargs, vkwargs)
+    except YotaError:  # already says what and where (np.linalg's LinAlgError is a ValueError)
+        raise
+    except ValueError as e:
+        at = loc.describe() if loc is not None else "an unknown place"
+        raise OperandError(f"{what} at {at}: {e} (operands: "
+                           f"{', '.join(_describe(a) for a in args)})") from e
+
+
+@np.errstate(all="ignore")  # one decorated call: cheaper than a with-block per op
+def _quietly(forward: Callable[..., Any], args: Any, kwargs: dict[str, Any]) -> Any:
+    """``forward(*args, **kwargs)`` with NumPy's floating-point warnings off."""
+    return forward(*args, **kwargs)
+
+
+def _weak_leaves(leaves: Sequence[Any]) -> bool:
+    """``_all_weak`` of flat arguments: some tracer, every tracer weak, and no array."""
+    some = False
+    for x in leaves:
+        if isinstance(x, Tracer):
+            if not x.weak:
+                return False
+            some = True
+        elif isinstance(x, (np.ndarray, np.generic)):
+            return False
+    return some
+
+
+def _type_of(v: Any) -> TensorType:
+    """The type of a result's example value (an array, or a weak Python scalar)."""
+    if type(v) is np.ndarray:
+        return tensor_type(v.dtype, v.shape)
+    return tensor_type(np.asarray(v).dtype, np.shape(v))
 
 
 def _made_of(x: Any) -> Any:
@@ -858,16 +957,17 @@ def _made_of(x: Any) -> Any:
     return x.made if isinstance(x, Tracer) else generated.NOT_TRACED
 
 
-def _storage_of(raw: np.ndarray, ins: list[Tracer], args: Any, kwargs: Any,
+def _storage_of(raw: np.ndarray, sharing: list[Tracer], leaves: Iterable[Any],
                 const: bool) -> Storage:
-    """The storage of a new result: its operand's if NumPy made a view of it, a storage
-    owned by the caller if it views a plain array from outside, else a new one."""
-    for x in ins:
-        if shares(raw, x.value) and x._store is not None:
+    """The storage of a new result: its operand's if NumPy made a view of it (``sharing``:
+    the traced operands whose memory it shares), a storage owned by the caller if it views
+    a plain array from outside (among the arguments' ``leaves``), else a new one."""
+    for x in sharing:
+        if x._store is not None:
             return x._store
-    plain = [a for a in _flat((args, kwargs)) if isinstance(a, np.ndarray)]
-    if any(shares(raw, a) for a in plain):
-        return Storage(const=const, owner="an array from outside the function")
+    for a in leaves:
+        if isinstance(a, np.ndarray) and shares(raw, a):
+            return Storage(const=const, owner="an array from outside the function")
     return Storage(const=const)
 
 
@@ -900,6 +1000,8 @@ def _describe(a: Any) -> str:
 
 
 def _normalize_output(v: Any, weak: bool, key: str, loc: Loc | None) -> Any:
+    if type(v) is np.ndarray and not weak and v.dtype in DTYPE_NAMES:
+        return v  # an array of a supported dtype: np.asarray would return it
     if weak:
         return np.asarray(v).item()
     a = np.asarray(v)

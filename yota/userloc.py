@@ -26,13 +26,32 @@ _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 _SKIP = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep, "<frozen ", "<__array")
 
 
+# Asked once per traced op: which files are Yota's or NumPy's, and one Loc per place (the
+# steps of a loop share them), both remembered (bounded)
+_INTERNAL: dict[str, bool] = {}
+_LOCS: dict[tuple[str, int, str], Loc] = {}
+_LOCS_LIMIT = 1 << 16
+
+
 def user_loc(depth: int = 1) -> Loc | None:
     """The innermost frame outside Yota and NumPy: the user's code."""
     f: FrameType | None = sys._getframe(depth)
     while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_SKIP):
-            return Loc(fn, f.f_lineno, f.f_code.co_name)
+        code = f.f_code
+        fn = code.co_filename
+        internal = _INTERNAL.get(fn)
+        if internal is None:
+            if len(_INTERNAL) >= _LOCS_LIMIT:
+                _INTERNAL.clear()
+            internal = _INTERNAL[fn] = fn.startswith(_SKIP)
+        if not internal:
+            key = (fn, f.f_lineno, code.co_name)
+            loc = _LOCS.get(key)
+            if loc is None:
+                if len(_LOCS) >= _LOCS_LIMIT:
+                    _LOCS.clear()
+                loc = _LOCS[key] = Loc(*key)
+            return loc
         f = f.f_back
     return None
 

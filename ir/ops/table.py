@@ -54,6 +54,9 @@ class OpDef:
         return callee.input_types, callee.output_types
 
     def normalize_attrs(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.keys() == self.attrs.keys():  # the common case: exactly the op's attributes
+            norm = self.attrs
+            return {k: norm[k](v) for k, v in attrs.items()}
         missing = [a for a in self.attrs if a not in attrs]
         extra = [a for a in attrs if a not in self.attrs]
         if missing or extra:
@@ -101,7 +104,7 @@ def get_opdef(name: str) -> OpDef:
 def tuple_of_ints(v: Any) -> tuple[int, ...]:
     if isinstance(v, int):
         return (int(v),)
-    return tuple(int(x) for x in v)
+    return tuple(map(int, v))
 
 
 def an_int(v: Any) -> int:

@@ -27,7 +27,9 @@ def matmul_values(L: LoweringContext, a: Value, b: Value, out: TensorType) -> Va
     a, b = bld.convert_to(a, out.dtype), bld.convert_to(b, out.dtype)
     a2 = bld.reshape_to(a, (1,) + a.shape) if a.ndim == 1 else a
     b2 = bld.reshape_to(b, b.shape + (1,)) if b.ndim == 1 else b
-    batch = tuple(np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]))
+    batch = a2.shape[:-2]  # equal batch dimensions need no broadcast (the common case)
+    if batch != b2.shape[:-2]:
+        batch = tuple(np.broadcast_shapes(batch, b2.shape[:-2]))
     a2 = bld.broadcast_to(a2, batch + a2.shape[-2:])
     b2 = bld.broadcast_to(b2, batch + b2.shape[-2:])
     return bld.reshape_to(bld.matmul(a2, b2), out.shape)

@@ -70,6 +70,8 @@ def _bounds(k: Any, ax: int, size: int, advanced: bool) -> tuple[int, int, int, 
 
 def lower_getitem(L: LoweringContext, x: Value, key: Any, out: TensorType) -> Value:
     """``x[key]`` with NumPy's semantics, reshaped to the result type ``out``."""
+    if type(key) is int and x.ndim and -x.shape[0] <= key < x.shape[0]:
+        return _row(L, x, key % x.shape[0], out)  # x[i], as below
     key = _expand(key, x.ndim, L)
     dims = [k for k in key if k is not None]
     advanced = any(_is_array_index(k, L) for k in dims)
@@ -85,6 +87,17 @@ def lower_getitem(L: LoweringContext, x: Value, key: Any, out: TensorType) -> Va
         x = b.flip(x, axes=flips)
     if advanced:
         x = _gather(L, x, key)
+    return b.reshape_to(x, out.shape)
+
+
+def _row(L: LoweringContext, x: Value, i: int, out: TensorType) -> Value:
+    """``x[i]`` for an in-range ``i >= 0``: the ops ``lower_getitem`` makes of it (one
+    program step reading its slice of a sequence), without the general index analysis."""
+    b, shape = L.b, x.shape
+    if shape[0] != 1:
+        nd = len(shape)
+        x = b.slice(x, start=(i,) + (0,) * (nd - 1), stop=(i + 1,) + shape[1:],
+                    step=(1,) * nd)
     return b.reshape_to(x, out.shape)
 
 

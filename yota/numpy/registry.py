@@ -70,6 +70,13 @@ class NumpyOp:
         sig = inspect.signature(self.lower)
         return sig.replace(parameters=list(sig.parameters.values())[2:])
 
+    @cached_property
+    def accepted(self) -> set[Any]:
+        """The call shapes ``signature`` binds: the number of positional arguments, with
+        the keyword names when there are some. Binding depends on nothing else (not on
+        the values), so each shape is checked once (``lookup``)."""
+        return set()
+
 
 # Families imported on first need (``yota.numpy`` imports the others): the first lookup of
 # a name or NumPy function not registered yet imports them all, then looks again. They
@@ -108,7 +115,13 @@ class _Registry(dict):
         return dict.__contains__(self, key)
 
     def get(self, key: Any, default: Any = None) -> Any:
+        value = dict.get(self, key, _ABSENT)
+        if value is not _ABSENT:
+            return value
         return self[key] if key in self else default
+
+
+_ABSENT = object()
 
 
 TABLE: dict[str, NumpyOp] = _Registry()
@@ -147,11 +160,20 @@ _ACCEPT_WHERE = {"where", "sum", "mean"}  # np.where itself; masked sums and mea
 def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
     """The entry ``name``, after checking that it accepts ``args`` and ``kwargs``."""
     entry = TABLE[name]
-    try:
-        entry.signature.bind(*args, **kwargs)
-    except TypeError as e:
-        raise UnsupportedError(f"np.{name} at {where()}: {e} (Yota supports "
-                               f"np.{name}{entry.signature})") from None
+    shape = (len(args), tuple(kwargs)) if kwargs else len(args)
+    if shape not in entry.accepted:
+        try:
+            entry.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise UnsupportedError(f"np.{name} at {where()}: {e} (Yota supports "
+                                   f"np.{name}{entry.signature})") from None
+        entry.accepted.add(shape)
+    if kwargs:
+        _refuse_kwargs(name, kwargs)
+    return entry
+
+
+def _refuse_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     for k, why in _REFUSED_KWARGS.items():
         v = kwargs.get(k)
         if v is not None and not (k == "where" and name in _ACCEPT_WHERE) and not (
@@ -159,7 +181,6 @@ def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
             shown = repr(v) if isinstance(v, (str, int, float)) else "..."
             raise UnsupportedError(f"np.{name}(..., {k}={shown}) at {where()} is not "
                                    f"supported by Yota's tracer: {why}")
-    return entry
 
 
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
