@@ -34,6 +34,7 @@ from ..ops import get_opdef
 from ..ops.fused import REDUCTIONS
 from .base import Pass, PassContext, const_splat, fresh_names, rebuild, toposort
 from .dce import dce
+from .dynorder import DynamicOrder
 
 
 def member_domain(op: Op) -> tuple[tuple[int, ...], tuple[int, ...] | None] | None:
@@ -50,10 +51,9 @@ SIBLING_TRIES = 4  # groups reading one value: each tries to join the 4 formed l
 
 @dataclass
 class Group:
-    members: list[int]  # op indices, sorted
+    members: list[int]  # op indices (sorted once a phase of merging is over)
     domain: tuple[int, ...]
     axes: tuple[int, ...] | None
-    outside: set[int] = field(default_factory=set)  # ops outside that read a member
 
     def accepts(self, other: Group) -> bool:
         return self.domain == other.domain and (
@@ -62,7 +62,9 @@ class Group:
 
 @dataclass
 class Grouping:
-    """Which group each op is in (ops that are not members are groups of their own)."""
+    """Which group each op is in (ops that are not members are groups of their own), and
+    the graph of groups with a maintained topological order (``DynamicOrder``), which
+    answers whether two groups may merge by looking only between them."""
 
     ops: list[Op]
     producer: dict[Value, int] = field(default_factory=dict)
@@ -70,6 +72,8 @@ class Grouping:
     users: list[list[int]] = field(default_factory=list)
     group_of: list[int] = field(default_factory=list)
     groups: dict[int, Group] = field(default_factory=dict)
+    order: DynamicOrder = field(default_factory=lambda: DynamicOrder(0, []))
+    scanned: int = 0  # sibling heads looked at (work the complexity tests count)
 
     def __post_init__(self) -> None:
         self.producer = {r: i for i, op in enumerate(self.ops) for r in op.results}
@@ -79,45 +83,32 @@ class Grouping:
             for p in {self.producer[v] for v in op.operands if v in self.producer}:
                 self.users[p].append(i)
         self.group_of = list(range(len(self.ops)))
+        self.order = DynamicOrder(len(self.ops), (
+            (p, u) for p, us in enumerate(self.users) for u in us))
 
     def members(self, g: int) -> list[int]:
         return self.groups[g].members if g in self.groups else [g]
 
-    def successors(self, g: int) -> set[int]:
-        users = self.groups[g].outside if g in self.groups else self.users[g]
-        return {self.group_of[u] for u in users} - {g}
-
-    def creates_cycle(self, gs: set[int]) -> bool:
-        """True if merging groups ``gs`` makes a group that depends on itself through
-        an op or group outside it: a path from a successor back into ``gs``. (No search
-        is cut short by op order: groups are not contiguous, so a group made only of later
-        ops may lead to a group holding an early op that ``gs`` reads.)"""
-        stack = [s for g in gs for s in self.successors(g) if s not in gs]
-        seen: set[int] = set()
-        while stack:
-            g = stack.pop()
-            if g in seen:
-                continue
-            seen.add(g)
-            for s in self.successors(g):
-                if s in gs:
-                    return True
-                stack.append(s)
-        return False
-
     def try_merge(self, a: int, b: int) -> int | None:
-        """Merge groups ``a`` and ``b`` if allowed; returns the merged group or None."""
+        """Merge groups ``a`` and ``b`` if allowed (same domain and axes, and no path
+        of the group graph from one to the other through a third group: the merged
+        group would depend on itself); returns the merged group or None."""
         ga, gb = self.groups[a], self.groups[b]
-        if a == b or not ga.accepts(gb) or self.creates_cycle({a, b}):
+        if a == b or not ga.accepts(gb):
             return None
         keep, drop = (a, b) if len(ga.members) >= len(gb.members) else (b, a)
+        if not self.order.merge(keep, drop):
+            return None
         gk, gd = self.groups[keep], self.groups.pop(drop)
-        gk.members = sorted(gk.members + gd.members)
+        gk.members += gd.members
         gk.axes = gk.axes if gk.axes is not None else gd.axes
-        gk.outside = (gk.outside | gd.outside) - set(gk.members)
         for m in gd.members:
             self.group_of[m] = keep
         return keep
+
+    def sort_members(self) -> None:
+        for group in self.groups.values():
+            group.members.sort()
 
     def grow(self) -> None:
         """Producer-consumer merging, in program order."""
@@ -125,11 +116,12 @@ class Grouping:
             dom = member_domain(op)
             if dom is None:
                 continue
-            self.groups[i] = Group([i], *dom, outside=set(self.users[i]))
+            self.groups[i] = Group([i], *dom)
             for v in op.operands:
                 p = self.producer.get(v)
                 if p is not None and self.group_of[p] in self.groups:
                     self.try_merge(self.group_of[i], self.group_of[p])
+        self.sort_members()
 
     def merge_siblings(self) -> None:
         """Merge groups that read the same value (directly or through a broadcast)."""
@@ -141,10 +133,23 @@ class Grouping:
         for gs in readers.values():
             heads: list[int] = []  # a member of each group formed so far, latest last
             for m in dict.fromkeys(gs):
-                near = [h for h in heads if self.group_of[h] != self.group_of[m]]
+                near = self._near(heads, self.group_of[m])
                 if not any(self.try_merge(self.group_of[h], self.group_of[m]) is not None
-                           for h in near[-SIBLING_TRIES:]):
+                           for h in near):
                     heads.append(m)
+        self.sort_members()
+
+    def _near(self, heads: list[int], g: int) -> list[int]:
+        """The last ``SIBLING_TRIES`` of ``heads`` that are not in group ``g``, oldest
+        first."""
+        near: list[int] = []
+        for h in reversed(heads):
+            self.scanned += 1
+            if self.group_of[h] != g:
+                near.append(h)
+                if len(near) == SIBLING_TRIES:
+                    break
+        return near[::-1]
 
     def root(self, v: Value) -> Value:
         """``v`` seen through broadcasts."""
@@ -313,14 +318,15 @@ def fuse(fn: Function, ctx: PassContext) -> Function:
     grouping.merge_siblings()
     names = fresh_names("fused", set(fn.all_callees()))
     kernels = {g for g, group in grouping.groups.items() if len(group.members) >= 2}
-    recompute = recomputed(grouping, kernels, set(fn.outputs))
+    outputs = set(fn.outputs)
+    recompute = recomputed(grouping, kernels, outputs)
     placed: list[tuple[int, Op]] = []  # (position of the group's first member, op)
     fused: set[int] = set()
     subst: dict[Value, Value] = {}
     callees = dict(fn.callees)
     for group in sorted(grouping.groups.values(), key=lambda g: g.members[0]):
         kb = KernelBuilder(grouping, group, recompute).fill()
-        body, outs = kb.finish(set(fn.outputs))
+        body, outs = kb.finish(outputs)
         if not worth_it(body):
             continue
         body = body.replace(name=next(names))
