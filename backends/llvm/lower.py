@@ -33,6 +33,7 @@ from .pool import SYMBOL as POOL_SYMBOL
 from .target import Target
 from .types import I8, I32, I64, PTR, VOID, declare, i64, mem_type
 
+SEGMENT_OPS = 256  # ops of one IR function per LLVM function (FnGen)
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
 CHUNKS_PER_THREAD = 4  # chunks are claimed dynamically: a busy core gets fewer
 
@@ -143,20 +144,35 @@ def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int,
 
 
 class FnGen(FnLowering):
-    """The lowering of one IR function to an LLVM function."""
+    """The lowering of one IR function to an LLVM function.
+
+    A function of more than ``segment_ops`` ops becomes a driver that calls segments in
+    turn, each an LLVM function (``NAME.sK``, not inlined) holding the next
+    ``segment_ops`` ops and returning their status: LLVM's code generator takes more
+    than linear time in the length of one function, which stays bounded this way. A
+    segment loads the argument pointers it uses in its entry block, when first used."""
+
+    segment_ops: int | None = SEGMENT_OPS
 
     def __init__(self, mg: ModuleGen, fn: Function, name: str) -> None:
         super().__init__(fn, build_layout(fn, mg.target.blas), mg.emitters)
         self.mg = mg
         self.llfn = ir.Function(mg.module, ir.FunctionType(I32, [PTR]), name)
         self.llfn.linkage = "internal"
+        self.timer: StepTimer | None = None
+        profiled = mg.options.profile and name == PROFILED_FN
+        limit = self.segment_ops
+        self.segments = None if profiled or limit is None or len(fn.ops) <= limit \
+            else Segments(self, limit)
+        if self.segments is not None:
+            self.segments.open()
+            return
         self.top = self.llfn.append_basic_block("entry")
         body = self.llfn.append_basic_block("body")
         self.ab = ir.IRBuilder(self.top)  # allocas and argument loads
         self.b = ir.IRBuilder(body)
         self._load_args()
-        self.timer: StepTimer | None = None
-        if mg.options.profile and name == PROFILED_FN:
+        if profiled:
             self.timer = StepTimer(self)
 
     # -- set-up ---------------------------------------------------------------------
@@ -166,16 +182,20 @@ class FnGen(FnLowering):
         slot = [ab.load(ab.gep(self.llfn.args[0], [i64(k)], source_etype=PTR), typ=PTR)
                 for k in range(n + 2)]
         self.ws, self.status = slot[n], slot[n + 1]
-        self.bases: list[ir.Value] = []
-        for k, st in enumerate(self.lay.storages):
-            if st.kind == "in":
-                self.bases.append(slot[st.index])
-            elif st.kind == "out":
-                self.bases.append(slot[len(fn.inputs) + st.index])
-            elif st.kind == "ws":
-                self.bases.append(ab.gep(self.ws, [i64(st.index)], source_etype=I8))
-            else:
-                self.bases.append(self._global(self.lay.consts[st.index], k))
+        self.bases: Any = []
+        for k in range(len(self.lay.storages)):
+            self.bases.append(self.base(k, lambda j: slot[j]))
+
+    def base(self, k: int, slot: Any) -> ir.Value:
+        """The base pointer of storage ``k`` (``slot(j)``: argument pointer ``j``)."""
+        st = self.lay.storages[k]
+        if st.kind == "in":
+            return slot(st.index)
+        if st.kind == "out":
+            return slot(len(self.fn.inputs) + st.index)
+        if st.kind == "ws":
+            return self.ab.gep(self.ws, [i64(st.index)], source_etype=I8)
+        return self._global(self.lay.consts[st.index], k)
 
     def _global(self, data: np.ndarray, k: int) -> ir.GlobalVariable:
         raw = bytearray(np.ascontiguousarray(data).tobytes())
@@ -191,10 +211,14 @@ class FnGen(FnLowering):
         self.emit_ops()
         self.b.ret(ir.Constant(I32, 0))
         self.ab.branch(self.b.function.blocks[1])
+        if self.segments is not None:
+            self.segments.finish()
         ws = self.lay.ws_bytes + self.scratch_max
         return self.llfn, ws if self.timer is None else self.timer.finish(ws)
 
     def step(self, op_index: int) -> contextlib.AbstractContextManager[Any]:
+        if self.segments is not None:
+            self.segments.count()
         return contextlib.nullcontext() if self.timer is None else self.timer.step(op_index)
 
     # -- pointers -------------------------------------------------------------------------
@@ -309,6 +333,83 @@ class FnGen(FnLowering):
         with self.b.if_then(cond, likely=False):
             self.b.store(value, self.b.gep(self.status, [i64(8)], source_etype=I8))
             self.b.ret(ir.Constant(I32, code))
+
+
+class Segments:
+    """The segments of a long function (``FnGen``): ``open`` starts the next one (a new
+    LLVM function, called from the driver, which returns the segment's status if it is
+    not 0); ``count`` starts one every ``limit`` ops; ``finish`` ends the driver."""
+
+    def __init__(self, g: FnGen, limit: int) -> None:
+        self.g, self.limit = g, limit
+        self.driver = ir.IRBuilder(g.llfn.append_basic_block("entry"))
+        self.n = 0  # segments so far
+        self.ops = 0  # ops in the current one
+        self.consts: dict[int, ir.Value] = {}  # one global per constant, for all segments
+
+    def open(self) -> None:
+        g = self.g
+        f = ir.Function(g.mg.module, g.llfn.function_type, f"{g.llfn.name}.s{self.n}")
+        f.linkage = "internal"
+        f.attributes.add("noinline")  # (a function called once would be inlined)
+        self.n += 1
+        self.ops = 0
+        g.top = f.append_basic_block("entry")
+        g.ab = ir.IRBuilder(g.top)
+        g.b = ir.IRBuilder(f.append_basic_block("body"))
+        n = len(g.fn.inputs) + len(g.fn.outputs)
+        g.ws, g.status = self._slot(n), self._slot(n + 1)
+        g.bases = LazyBases(self)
+        rc = self.driver.call(f, [g.llfn.args[0]])
+        with self.driver.if_then(self.driver.icmp_signed("!=", rc, ir.Constant(I32, 0)),
+                                 likely=False):
+            self.driver.ret(rc)
+
+    def _slot(self, j: int) -> ir.Value:
+        ab = self.g.ab
+        return ab.load(ab.gep(ab.function.args[0], [i64(j)], source_etype=PTR), typ=PTR)
+
+    def base(self, k: int) -> ir.Value:
+        """Storage ``k``'s base pointer, computed in the current segment's entry."""
+        if self.g.lay.storages[k].kind == "const":
+            if k not in self.consts:
+                self.consts[k] = self.g.base(k, self._slot)
+            return self.consts[k]
+        return self.g.base(k, self._slot)
+
+    def count(self) -> None:
+        """Before an op: a new segment once the current one holds ``limit`` ops."""
+        if self.ops == self.limit:
+            g = self.g
+            g.b.ret(ir.Constant(I32, 0))
+            g.ab.branch(g.b.function.blocks[1])
+            self.open()
+        self.ops += 1
+
+    def finish(self) -> None:
+        self.driver.ret(ir.Constant(I32, 0))
+
+
+class LazyBases:
+    """A segment's base pointers (``FnGen.bases``), each made when first used."""
+
+    def __init__(self, segs: Segments) -> None:
+        self.segs = segs
+        self.made: dict[int, ir.Value] = {}
+        self.n = len(segs.g.lay.storages)
+
+    def __getitem__(self, k: int) -> ir.Value:
+        if k not in self.made:
+            self.made[k] = self.segs.base(k)
+        return self.made[k]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def append(self, v: ir.Value) -> None:
+        """A base pointer made by an emitter (a storage it added: scratch)."""
+        self.made[self.n] = v
+        self.n += 1
 
 
 class StepTimer:
