@@ -125,7 +125,7 @@ def loop_programs() -> list[tuple[str, Function]]:
     loop saving residuals, a reverse loop), a loop of no steps, and a loop in a loop
     whose inner body holds a guard."""
     from yota.ir.autodiff import vjp
-    from yota.ir.ops.loop import loop_op
+    from yota.ir.loops import loop_op
     from yota.ir.passes import PassContext, optimize
     from yota.ir.passes.roll import roll
 

@@ -201,7 +201,7 @@ def _step_body(name: str = "step") -> Function:
 
 def _loop(length: int, reverse: bool) -> Callable[..., Any]:
     def build(b: Builder, h0: Value, xs: Value, w: Value) -> tuple[Value, ...]:
-        from yota.ir.ops.loop import loop_op
+        from yota.ir.loops import loop_op
 
         body = _step_body()
         b.callees[body.name] = body
@@ -217,7 +217,7 @@ case("loop", _loop(0, False), t(F64, 3), t(F64, 0, 3), t(F64, 3))
 
 def _nested_guarded(b: Builder, x: Value) -> Value:
     """A loop whose body runs a loop, with a guard in the inner body."""
-    from yota.ir.ops.loop import loop_op
+    from yota.ir.loops import loop_op
 
     ib = Builder("inner")
     c = ib.input(t(F64, 2))

@@ -621,7 +621,7 @@ def _dynamic_program(f: Callable[..., Any], args: Sequence[Any], opts: Options
 def _dynamic_build(f: Callable[..., Any], args: Sequence[Any], opts: Options
                    ) -> tuple[Program, list[np.ndarray]]:
     val, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt, opts.checkpoint)
-    fn = pipeline.traced_ir(tape)
+    fn = pipeline.lower(tape)
     backend, cache = opts.backend, opts.cache
     key = (f"{backend}|{opts.optimize}|{opts.has_aux}|{opts.wrt}|{opts.checkpoint}|"
            f"{print_function(fn)}")

@@ -203,16 +203,21 @@ def lower(tape: Tape) -> Function:
 
 
 def traced_ir(tape: Tape) -> Function:
-    """The tape as typed IR with its repeated steps rolled into loop ops
-    (``yota.ir.passes.roll``; ``YOTA_ROLL=0`` leaves them unrolled): the program every
-    compiled stage starts from."""
-    fn = lower(tape)
-    if not roll_enabled():
+    """The tape as typed IR with its repeated steps rolled into loop ops: the program
+    every compiled stage starts from (``rolled``)."""
+    return rolled(lower(tape))
+
+
+def rolled(fn: Function, roll: bool = True) -> Function:
+    """``fn`` (a lowered tape) with its repeated steps rolled into loop ops
+    (``yota.ir.passes.roll``; not with ``roll=False`` or ``YOTA_ROLL=0``). The on-disk
+    cache is asked by the unrolled program: a hit rolls nothing (and imports no pass)."""
+    if not (roll and roll_enabled()):
         return fn
-    from yota.ir.passes.roll import roll
+    from yota.ir.passes.roll import roll as _roll
 
     with phase("roll"):
-        return roll(fn)
+        return _roll(fn)
 
 
 def roll_enabled() -> bool:
@@ -306,37 +311,39 @@ def build_program(tape: Tape, fn: Function, backend: str | None, *, kind: str,
 
 
 def build_grad(tape: Tape, backend: str | None, *, optimized: bool = True,
-               cache: bool = True, fn: Function | None = None) -> Program:
+               cache: bool = True, fn: Function | None = None, roll: bool = True) -> Program:
     """The compiled gradient program of ``tape`` (counted in ``stats.compiles``). The
-    cache is asked by the traced program first: a hit skips differentiation, the passes
-    and the native compilation."""
+    cache is asked by the traced program (``fn``: its IR, if already lowered) first: a
+    hit skips rolling, differentiation, the passes and the native compilation."""
     stats.compiles += 1
     with compiling(tape.fname, "grad", backend):  # (joins yota.grad's, with its trace)
-        fn = traced_ir(tape) if fn is None else fn
+        fn = lower(tape) if fn is None else fn
         exe, built, facts = _lookup().compile_traced(
-            fn, lambda: grad_ir(tape, optimized=optimized, fn=fn), backend, kind="grad",
-            signature=tape_signature(tape), derivation=lambda: grad_derivation(tape, optimized),
-            use_cache=cache)
+            fn, lambda: grad_ir(tape, optimized=optimized, fn=rolled(fn, roll)), backend,
+            kind="grad", signature=tape_signature(tape),
+            derivation=lambda: grad_derivation(tape, optimized, roll), use_cache=cache)
         return Program.build(tape, built, exe, facts)
 
 
-def grad_derivation(tape: Tape, optimized: bool = True) -> dict[str, Any]:
+def grad_derivation(tape: Tape, optimized: bool = True, roll: bool = True) -> dict[str, Any]:
     """How ``build_grad`` turns the traced program into the one that runs (a part of the
-    cache's traced key): what it differentiates, and the passes."""
-    return {"differentiate": "vjp", "wrt": None if tape.wrt is None else list(tape.wrt),
-            "has_aux": tape.has_aux, "checkpoint": tape.checkpoint,
-            "passes": _pipeline_names() if optimized else []}
+    cache's traced key): rolling, what it differentiates, and the passes."""
+    return {"roll": roll and roll_enabled(), "differentiate": "vjp",
+            "wrt": None if tape.wrt is None else list(tape.wrt), "has_aux": tape.has_aux,
+            "checkpoint": tape.checkpoint, "passes": _pipeline_names() if optimized else []}
 
 
 def build_forward(tape: Tape, backend: str | None, *, cache: bool = True,
-                  fn: Function | None = None) -> Program:
+                  fn: Function | None = None, roll: bool = True) -> Program:
     """The compiled, optimized forward program of ``tape`` (through the cache by the
     traced program first, as ``build_grad``; ``fn``: its IR, if already lowered)."""
     with compiling(tape.fname, "forward", backend):  # (joins yota.compile's)
-        fn = traced_ir(tape) if fn is None else fn
+        fn = lower(tape) if fn is None else fn
         exe, built, facts = _lookup().compile_traced(
-            fn, lambda: optimize(fn), backend, kind="forward", signature=tape_signature(tape),
-            derivation=lambda: {"passes": _pipeline_names()}, use_cache=cache)
+            fn, lambda: optimize(rolled(fn, roll)), backend, kind="forward",
+            signature=tape_signature(tape),
+            derivation=lambda: {"roll": roll and roll_enabled(), "passes": _pipeline_names()},
+            use_cache=cache)
         return Program.build(tape, built, exe, facts)
 
 
@@ -381,10 +388,9 @@ def first_run(program: Program, args: Sequence[Any], backend: str | None, *, kin
 
 def _unrolled(program: Program, backend: str | None, kind: str, cache: bool) -> Program:
     """``program`` built again from its tape without rolling its steps into loops."""
-    fn = lower(program.tape)
     if kind == "grad":
-        return build_grad(program.tape, backend, cache=cache, fn=fn)
-    return build_forward(program.tape, backend, cache=cache, fn=fn)
+        return build_grad(program.tape, backend, cache=cache, roll=False)
+    return build_forward(program.tape, backend, cache=cache, roll=False)
 
 
 def reanchor(fn: Function, e: GuardFailed) -> Function | None:

@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 
 from ..core import Builder, Function, Op, Value
-from ..ops.loop import LoopShape, loop_op
+from ..loops import loop_op
+from ..ops.loop import LoopShape
 from ..types import TensorType
 
 AUTO_BYTES = 256 << 20

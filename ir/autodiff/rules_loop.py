@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import Builder, Function, Op, Value, make_op
-from ..ops.loop import LoopShape, loop_op
+from ..loops import loop_op
+from ..ops.loop import LoopShape
 from ..types import is_float
+from .activity import forward_reach
 from .helpers import add
 
 CONST, INV, STEP = 0, 1, 2  # what a value of F depends on: nothing, invariants, the step
@@ -42,7 +44,8 @@ class LoopGrad:
     values are ``active``: ``op`` is the forward loop to run instead (the same results,
     then the residual stacks), ``backward(b, dys)`` emits the backward loop."""
 
-    def __init__(self, op: Op, body: Function, active: set[Value], taken: set[str]) -> None:
+    def __init__(self, op: Op, body: Function, active: set[Value], taken: set[str],
+                 reverse: Any) -> None:
         self.orig, self.body = op, body
         self.shape = sh = LoopShape.of(op.attrs)
         self.remat = bool(body.attrs.get("checkpoint"))  # checkpoint.py: save carries only
@@ -53,7 +56,7 @@ class LoopGrad:
         self.invariant = [k for k in range(nc + ns, len(body.inputs)) if k in wrt]
         self.ys = [j for j in range(nc, len(body.outputs))
                    if op.results[j] in active and is_float(body.outputs[j].dtype)]
-        self.g = _body_sweep(body, wrt, self.carried, self.ys, taken)
+        self.g = _body_sweep(body, wrt, self.carried, self.ys, taken, reverse)
         self._split()
         fwd_name = _fresh(f"{body.name}_fwd", taken)
         self.bwd = self._backward_body(_fresh(f"{body.name}_bwd", taken))
@@ -142,12 +145,11 @@ class _Sweep:
 
 
 def _body_sweep(body: Function, wrt: set[int], carried: list[int], ys: list[int],
-                taken: set[str]) -> _Sweep:
-    from .sweep import Reverse
-
+                taken: set[str], reverse: Any) -> _Sweep:
+    """``G`` by ``reverse`` (``sweep.Reverse``: passed in, as the sweep imports this)."""
     g = Builder(f"{body.name}_grad")
     seeded = [body.outputs[k] for k in carried] + [body.outputs[j] for j in ys]
-    rev = Reverse(g, body, {body.inputs[i] for i in wrt}, set(seeded), taken)
+    rev = reverse(g, body, {body.inputs[i] for i in wrt}, set(seeded), taken)
     cts = [Value(v.type) for v in seeded]
     seeds: dict[Value, Value] = {}
     with g.at(f"adjoint of loop body @{body.name}"):
@@ -167,8 +169,6 @@ def _dce(fn: Function) -> Function:
 def _wrt_inputs(op: Op, body: Function, active: set[Value]) -> set[int]:
     """Body inputs to differentiate: float stacked and invariant inputs whose operands
     are active, and the carried values on a differentiable path (a fixed point)."""
-    from .sweep import forward_reach
-
     sh = LoopShape.of(op.attrs)
     wrt = {k for k, v in enumerate(op.operands)
            if k >= sh.carries and v in active and is_float(v.dtype)}

@@ -16,9 +16,11 @@ from ..ops import get_opdef
 from ..ops.shape import broadcastable
 from ..types import is_float
 from ..verifier import maybe_verify
+from .activity import active_values, edges
 from .helpers import add
-from .registry import NONDIFF, AutodiffError, Grads, nodiff_args, primitive_key
+from .registry import AutodiffError, Grads, primitive_key
 from .rules import RULES
+from .rules_loop import LoopGrad
 from .rules_misc import call_vjp, missing_op_message
 
 
@@ -64,18 +66,17 @@ class Reverse:
     def __init__(self, b: Builder, fn: Function, wrt: set[Value], outs: set[Value],
                  taken: set[str] | None = None) -> None:
         self.b, self.fn = b, fn
-        self.active = _active(fn, wrt, outs)
+        self.active = active_values(fn, wrt, outs)
         self.names = _names(fn)
-        self.loops: dict[Op, Any] = {}
+        self.loops: dict[Op, LoopGrad] = {}
         b.callees.update(fn.callees)
         taken = set(Function("", [], [], [], callees=b.callees).all_callees()) | (taken or set())
         for op in fn.ops:
             if op.name == "loop" and any(op.operands[i] in self.active
-                                         for i in _edges(fn, op)) \
+                                         for i in edges(fn, op)) \
                     and any(r in self.active for r in op.results):
-                from .rules_loop import LoopGrad
-
-                lg = LoopGrad(op, fn.callees[op.attrs["callee"]], self.active, taken)
+                lg = LoopGrad(op, fn.callees[op.attrs["callee"]], self.active, taken,
+                              type(self))
                 self.loops[op] = lg
                 b.callees[lg.fwd.name] = lg.fwd
                 op = lg.op
@@ -112,33 +113,6 @@ def _wrt(fn: Function, wrt: Sequence[int] | None) -> list[int]:
     return out
 
 
-def _edges(fn: Function, op: Op) -> list[int]:
-    """Operand indices through which ``op`` passes gradient."""
-    if op.name in NONDIFF or not any(is_float(r.dtype) for r in op.results):
-        return []
-    skip = nodiff_args(fn.callees[op.attrs["callee"]]) if op.name == "call" else set()
-    return [i for i, v in enumerate(op.operands) if is_float(v.dtype) and i not in skip]
-
-
-def _active(fn: Function, wrt: set[Value], outs: set[Value]) -> set[Value]:
-    """Values on a differentiable path from a ``wrt`` input to one of ``outs``."""
-    fwd = forward_reach(fn, wrt)
-    bwd = set(outs)
-    for op in reversed(fn.ops):
-        if any(r in bwd for r in op.results):
-            bwd.update(op.operands[i] for i in _edges(fn, op))
-    return fwd & bwd
-
-
-def forward_reach(fn: Function, wrt: set[Value]) -> set[Value]:
-    """``wrt`` and the float values that depend on them through differentiable edges."""
-    fwd = set(wrt)
-    for op in fn.ops:
-        if any(op.operands[i] in fwd for i in _edges(fn, op)):
-            fwd.update(r for r in op.results if is_float(r.dtype))
-    return fwd
-
-
 def _names(fn: Function) -> dict[Value, str]:
     """Value names as the printer assigns them: inputs, then op results in order."""
     vals = list(fn.inputs) + [r for op in fn.ops for r in op.results]
@@ -146,9 +120,9 @@ def _names(fn: Function) -> dict[Value, str]:
 
 
 def _backprop(b: Builder, fn: Function, op: Op, ct: dict[Value, Value], active: set[Value],
-              names: dict[Value, str], loops: dict[Op, Any]) -> None:
+              names: dict[Value, str], loops: dict[Op, LoopGrad]) -> None:
     """Emit the cotangents ``op`` sends to its active operands, accumulating into ``ct``."""
-    needed = [i for i in _edges(fn, op) if op.operands[i] in active]
+    needed = [i for i in edges(fn, op) if op.operands[i] in active]
     dys = [ct.get(r) for r in op.results]
     if not needed or all(d is None for d in dys):
         return

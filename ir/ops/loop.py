@@ -107,21 +107,4 @@ register(OpDef("loop", None, lambda types, attrs: _no_infer(), runs_callee,
 
 def _no_infer() -> TensorType:
     raise IRTypeError("'loop' result types come from its body (the callee); "
-                      "build it with yota.ir.ops.loop.loop_op")
-
-
-def loop_op(body: Any, operands: Sequence[Any], *, length: int, carries: int,
-            stacked: int, reverse: bool = False, loc: str | None = None) -> Any:
-    """A ``loop`` op running ``body`` (the caller adds ``body`` to the function's
-    callees) on ``operands``: ``carries`` carried values, ``stacked`` stacked arrays,
-    then invariants."""
-    from ..core import Op, Value
-
-    attrs = {"callee": body.name, "length": int(length), "carries": int(carries),
-             "stacked": int(stacked), "reverse": bool(reverse)}
-    want, results = loop_types(attrs, body)
-    got = tuple(v.type for v in operands)
-    if got != want:
-        raise IRTypeError(f"loop of @{body.name}: operands typed {', '.join(map(str, got))}, "
-                          f"the body needs {', '.join(map(str, want))}")
-    return Op("loop", operands, attrs, [Value(t) for t in results], loc)
+                      "build it with yota.ir.loops.loop_op")

@@ -31,8 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..core import Function, Op, Value, make_op
+from ..loops import loop_op
 from ..ops import get_opdef
-from ..ops.loop import LoopShape, loop_op
+from ..ops.loop import LoopShape
 from .base import Pass, PassContext, fresh_names, remap, resolve
 from .dce import dce
 

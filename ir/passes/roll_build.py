@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import Function, Op, Value, make_op
-from ..ops.loop import loop_op
+from ..loops import loop_op
 from .base import fresh_names, remap, resolve
 from .roll_steps import Program, Ref, Slot, Steps
 

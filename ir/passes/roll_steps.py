@@ -225,7 +225,8 @@ def _attr_keys(op: Op, callee_key: Callable[[str], Hashable],
     if not op.attrs:
         return (), ()
     vary = VARYING.get(op.name, ())
-    fixed, varying = [], []
+    fixed: list[tuple[str, Any]] = []
+    varying: list[tuple[str, Any]] = []
     for a, v in sorted(op.attrs.items()):
         key = callee_key(v) if a == "callee" else v if type(v) in _PLAIN else attr_key(v)
         (varying if a in vary else fixed).append((a, key))
