@@ -135,6 +135,10 @@ for _value in [np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-300]),
                np.array(-0.0, np.float32), np.array(1.0000000000000002)]:
     case("const", (lambda v: lambda b: b.emit("const", value=v))(_value))
 
+for _dt, _shape, _axis in [(I64, (3, 4), 0), (F32, (2, 0, 5), 2), (I32, (1,), 0),
+                           (F64, (2, 3), 1)]:
+    case("iota", _emit("iota", shape=_shape, axis=_axis, dtype=_dt))
+
 for _kind, _expected in [("bool", True), ("bool", False), ("int", -3), ("float", 0.5),
                          ("float", float("nan")), ("float", -0.0), ("float", float("-inf"))]:
     def _guard(b: Builder, v: Value, kind: str = _kind, expected: Any = _expected) -> Value:
