@@ -247,13 +247,14 @@ def _lapack_cases(rng: np.random.Generator) -> list[Case]:
         st = b.transpose(s, perm=(0, 2, 1))
         fn = b.build([b.cholesky(st), b.solve(s, r), *b.eigh(st, lower=True),
                       b.triangular_solve(s, r, lower=True, transpose=True, unit_diagonal=False),
-                      *b.lu(s), *b.svd(w, full_matrices=True), b.svdvals(r), *b.qr(r)])
+                      *b.lu(s), *b.svd(w, full_matrices=True), b.svdvals(r), *b.qr(r),
+                      b.pivots(b.lu(s)[1])])
         x = rng.standard_normal((2, 4, 4))
         spd = (x @ np.swapaxes(x, -1, -2) + 4 * np.eye(4)).astype(dt)
         out.append(Case(f"lapack_{dt.name}", fn, [spd, rng.standard_normal((2, 4, 3)).astype(dt),
                                              rng.standard_normal((3, 5)).astype(dt)],
                         ("cholesky", "solve", "eigh", "triangular_solve", "lu", "svd",
-                         "svdvals", "qr")))
+                         "svdvals", "qr", "pivots")))
     return out
 
 

@@ -180,6 +180,7 @@ for _lo, _tr, _unit in [(True, False, False), (False, True, True)]:
     case("triangular_solve", _emit("triangular_solve", lower=_lo, transpose=_tr,
                                    unit_diagonal=_unit), t(F32, 2, 3, 3), t(F32, 2, 3, 1))
 case("lu", _emit("lu"), t(F64, 2, 4, 4))
+case("pivots", _emit("pivots"), t(I64, 2, 4))
 case("solve", _emit("solve"), t(F64, 3, 3), t(F64, 3, 2))
 case("eigh", _emit("eigh", lower=False), t(F32, 3, 3))
 case("svd", _emit("svd", full_matrices=True), t(F64, 2, 4, 3))

@@ -293,14 +293,15 @@ def test_matmul(dt: str) -> None:
 @pytest.mark.parametrize("dt", ["f32", "f64"])
 def test_lapack(dt: str) -> None:
     COVERED.update(["cholesky", "solve", "eigh", "triangular_solve", "lu", "svd", "svdvals",
-                    "qr"])
+                    "qr", "pivots"])
     b = Builder("la")
     s, r = b.input(TensorType(dt, (2, 4, 4))), b.input(TensorType(dt, (2, 4, 3)))
     w = b.input(TensorType(dt, (3, 5)))
     st = b.transpose(s, perm=(0, 2, 1))
     fn = b.build([b.cholesky(st), b.solve(s, r), *b.eigh(st, lower=True),
                   b.triangular_solve(s, r, lower=True, transpose=True, unit_diagonal=False),
-                  *b.lu(s), *b.svd(w, full_matrices=True), b.svdvals(r), *b.qr(r)])
+                  *b.lu(s), *b.svd(w, full_matrices=True), b.svdvals(r), *b.qr(r),
+                  b.pivots(b.flip(b.lu(s)[1], axes=(1,)))])
     rng = np.random.default_rng(16)
     x = rng.standard_normal((2, 4, 4))
     spd = x @ np.swapaxes(x, -1, -2) + 4 * np.eye(4)

@@ -298,7 +298,8 @@ def _lapack_cases(rng: np.random.Generator, dt: np.dtype) -> list[LapackCase]:
         out.append(("triangular_solve", n, *linalg_native.program(tri, xs, layout), xs))
     for batch, n, layout in CONFIGS[:3]:
         xs = [rng.standard_normal(batch + (n, n)).astype(dt)]
-        out.append(("lu", n, *linalg_native.program(lambda b, a: b.lu(a), xs, layout), xs))
+        out.append(("lu", n, *linalg_native.program(
+            lambda b, a: (*b.lu(a), b.pivots(b.lu(a)[1])), xs, layout), xs))
     xs = [np.zeros((0, 3, 3), dt)]
     out.append(("empty", 3, *linalg_native.program(lambda b, a: b.cholesky(a), xs), xs))
     xs = [np.zeros((2, 3, 0), dt)]

@@ -537,6 +537,28 @@ def test_lapack(op: str, dtype: np.dtype, layout: str, seed: int, batch: tuple[i
                                    atol=tol * 100, rtol=0)
 
 
+@covers("pivots")
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(seed=seeds, batch=st.sampled_from([(), (2,), (1, 3), (0,)]), n=st.integers(0, 6),
+       layout=layouts)
+def test_pivots(seed: int, batch: tuple[int, ...], n: int, layout: str) -> None:
+    """Replaying the interchanges on 0..n-1 gives the permutation back (SciPy's
+    ``lu_factor`` pivots are these: tests/test_scipy_linalg.py)."""
+    rng = np.random.default_rng(seed)
+    perm = np.zeros(batch + (n,), I64)
+    for idx in np.ndindex(*batch):
+        perm[idx] = rng.permutation(n)
+    perm = view(perm, layout)
+    (piv,) = run(build(lambda b, p: b.pivots(p), perm), perm)
+    assert piv.dtype == I64 and piv.shape == perm.shape
+    for idx in np.ndindex(*batch):
+        cur = list(range(n))
+        for i, j in enumerate(piv[idx]):
+            assert i <= j < n
+            cur[i], cur[j] = cur[j], cur[i]
+        assert cur == perm[idx].tolist()
+
+
 REDUCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
@@ -627,6 +649,7 @@ ERRORS.update({
     "svd": (lambda b: b.svd(b.input(t(I32, 2, 3)), full_matrices=False), ["i32[2,3]"]),
     "svdvals": (lambda b: b.svdvals(b.input(t(F32, 4))), ["f32[4]"]),
     "qr": (lambda b: b.qr(b.input(t(BOOL, 2, 2))), ["bool[2,2]"]),
+    "pivots": (lambda b: b.pivots(b.input(t(I32, 3))), ["int64", "i32[3]"]),
     "call": (lambda b: b.emit("call", b.input(t(F32, 3)), callee="g"), ["call", "callee"]),
     "fused": (lambda b: b.emit("fused", b.input(t(F32, 3)), callee="k"), ["fused", "body"]),
 })

@@ -19,7 +19,7 @@ from yota.ir.core import Function
 from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.interpreter import run
 
-from . import structs
+from . import foreign, structs
 from . import tracer as _tracer
 from .patching import NumpyPatch
 from .primitives import temporary_primitives
@@ -83,7 +83,7 @@ def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[A
     recorder = Recorder(ctx)
     check = UnrecordedDraws(snapshot.unrecordable)
     try:
-        with active(ctx), temporary_primitives(f, primitives), \
+        with active(ctx), temporary_primitives(f, primitives), foreign.answering(), \
                 recording(recorder, snapshot.rng_slots):
             result = f(*traced_args)
     finally:

@@ -60,6 +60,10 @@ def cupy_linalg(cp: Any, name: str, attrs: dict[str, Any], xs: list[Any], cxl: A
         return list(cp.linalg.svd(a, full_matrices=attrs["full_matrices"]))
     if name == "svdvals":
         return [cp.linalg.svd(a, compute_uv=False)]
+    if name == "pivots":  # integer bookkeeping, sequential: on the host
+        from yota.ir.ops.lapack import pivots
+
+        return [cp.asarray(pivots(cp.asnumpy(a)))]
     table: dict[str, Callable[..., Any]] = {
         "qr": lambda m: cp.linalg.qr(m, mode="reduced"),
         "lu": lambda m: _lu_perm(cp, *cxl.lu_factor(m)),

@@ -407,6 +407,42 @@ def _ipiv_to_perm(g: FnGen, ipiv: ir.Value, perm: ir.Value, n: int, stride: int)
     loop(b, 0, n, 1, [], swap, name="perm")
 
 
+@_emitter("pivots")
+def _pivots(g: FnGen, op: Op) -> None:
+    """Row interchanges of a permutation (``ir/ops/lapack.py``), per batch entry: ``cur``
+    the arrangement so far, ``pos`` where each element is in it (scratch)."""
+    p, r = op.operands[0], op.result
+    n, nb, i8 = p.shape[-1], p.ndim - 1, I8T
+    if not p.type.size:
+        return
+    cur, pos = _scratch(g, (n,), i8), _scratch(g, (n,), i8)
+    lp, lr, b = g.loc(p), g.loc(r), g.b
+
+    def one(idx: list[ir.Value]) -> None:
+        src = g.elem_ptr(lp, i8, linear(b, idx, lp.strides[:nb]))
+        dst = g.elem_ptr(lr, i8, linear(b, idx, lr.strides[:nb]))
+        c, q = g.elem_ptr(cur, i8), g.elem_ptr(pos, i8)
+        at = lambda base, i, st=1: b.gep(base, [b.mul(i, i64(st))], source_etype=I64)  # noqa: E731
+
+        def init(k: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+            b.store(k, at(c, k))
+            b.store(k, at(q, k))
+            return []
+
+        def step(i: ir.Value, _: list[ir.Value]) -> list[ir.Value]:
+            j = b.load(at(q, b.load(at(src, i, lp.strides[-1]), typ=I64)), typ=I64)
+            b.store(j, at(dst, i, lr.strides[-1]))
+            x, y = b.load(at(c, i), typ=I64), b.load(at(c, j), typ=I64)
+            b.store(y, at(c, i))
+            b.store(x, at(c, j))
+            b.store(i, at(q, y))
+            b.store(j, at(q, x))
+            return []
+        loop(b, 0, n, 1, [], init, name="piv0")
+        loop(b, 0, n, 1, [], step, name="piv")
+    nest(b, p.shape[:-1], one, name="pivb")
+
+
 @_emitter("eigh")
 def _eigh(g: FnGen, op: Op) -> None:
     """``dsyevd`` (eigenvectors too) on a column-major float64 copy, as

@@ -39,14 +39,15 @@ from .context import FnCtx
 from .emit import emitter
 from .text import elem, memref, tensor
 
-OPS = ("cholesky", "triangular_solve", "lu", "solve", "eigh", "svd", "svdvals", "qr")
+OPS = ("cholesky", "triangular_solve", "lu", "solve", "eigh", "svd", "svdvals", "qr",
+       "pivots")
 
 
 def callee(op: Op) -> str:
     """``yota_linalg_<op>_<dtype>`` and the op's bool attributes (``_lower1``)."""
     flags = "".join(f"_{k}{int(bool(v))}" for k, v in sorted(op.attrs.items()))
     dt = op.operands[0].dtype
-    return f"yota_linalg_{op.name}_{'f32' if dt.itemsize == 4 else 'f64'}{flags}"
+    return f"yota_linalg_{op.name}_{dt.kind}{dt.itemsize * 8}{flags}"
 
 
 def _unranked(v: Value) -> str:

@@ -14,6 +14,10 @@ semantics of ``np.linalg``; every backend implements exactly this:
 - ``eigh(a) {lower} -> w, v``: ascending eigenvalues, eigenvectors in v's columns.
 - ``svd(a) {full_matrices} -> u, s, vt``; ``svdvals(a) -> s``: descending.
 - ``qr(a) -> q, r``: the reduced factorization.
+- ``pivots(perm) -> piv``: the row interchanges (LAPACK's ``ipiv``, 0-based, as SciPy's
+  ``lu_factor`` returns them) that turn ``0..n-1`` into the permutation ``perm [..., n]``
+  (``lu``'s): swapping rows ``i`` and ``piv[i]`` for ``i = 0..n-1`` gives ``perm``. Integer
+  only, sequential along the last axis (no gradient).
 """
 
 from __future__ import annotations
@@ -107,6 +111,13 @@ def _qr_infer(types: list[TensorType], attrs: dict[str, Any]) -> tuple[TensorTyp
     return a.with_shape(tuple(batch) + (m, k)), a.with_shape(tuple(batch) + (k, n))
 
 
+def _pivots_infer(types: list[TensorType], attrs: dict[str, Any]) -> TensorType:
+    p = types[0]
+    if p.dtype != np.int64 or p.ndim < 1:
+        raise IRTypeError(f"'pivots' needs an int64 permutation [..., n]; got {p}")
+    return p
+
+
 # -- NumPy references (the interpreter) ---------------------------------------------------------
 def cholesky(a: np.ndarray) -> np.ndarray:
     if a.size == 0:
@@ -179,6 +190,25 @@ def qr(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return q, r
 
 
+def pivots(perm: np.ndarray) -> np.ndarray:
+    """Replay the permutation as interchanges, step by step, over the whole batch: at step
+    ``i`` the element ``perm[i]`` is at position ``pos[perm[i]]``, swapped into place."""
+    n = perm.shape[-1]
+    m = int(np.prod(perm.shape[:-1], dtype=np.int64))
+    p = perm.reshape(m, n)
+    rows = np.arange(m)
+    cur = np.broadcast_to(np.arange(n, dtype=np.int64), (m, n)).copy()
+    pos = cur.copy()  # pos[r, x]: where x is in cur[r]
+    out = np.empty((m, n), np.int64)
+    for i in range(n):
+        j = pos[rows, p[:, i]]
+        out[:, i] = j
+        a, c = cur[:, i].copy(), cur[rows, j].copy()
+        cur[:, i], cur[rows, j] = c, a
+        pos[rows, c], pos[rows, a] = i, j
+    return out.reshape(perm.shape)
+
+
 register(OpDef("cholesky", 1, _square("cholesky"), cholesky))
 register(OpDef("triangular_solve", 2, _with_rhs("triangular_solve"), triangular_solve,
                attrs={"lower": a_bool, "transpose": a_bool, "unit_diagonal": a_bool}))
@@ -188,5 +218,7 @@ register(OpDef("eigh", 1, _eigh_infer, eigh, attrs={"lower": a_bool}))
 register(OpDef("svd", 1, _svd_infer, svd, attrs={"full_matrices": a_bool}))
 register(OpDef("svdvals", 1, _svdvals_infer, svdvals))
 register(OpDef("qr", 1, _qr_infer, qr))
+register(OpDef("pivots", 1, _pivots_infer, pivots))
 
-LAPACK_OPS = ("cholesky", "triangular_solve", "lu", "solve", "eigh", "svd", "svdvals", "qr")
+LAPACK_OPS = ("cholesky", "triangular_solve", "lu", "solve", "eigh", "svd", "svdvals", "qr",
+              "pivots")

@@ -1,0 +1,53 @@
+"""The SciPy functions Yota traces: Yota's version of each, registered by ``@hook``.
+
+A SciPy function is no NumPy function: a traced array reaches it through no protocol.
+``yota.foreign`` makes each function registered here answer a call with a traced
+argument (while a trace runs) by calling Yota's version, ``fn(api, *args, **kwargs)``,
+with the call's own arguments. ``api`` is the tracer's side (this package does not
+import the tracer):
+
+- ``api.call(name, *args, **kwargs)``: record entry ``name`` of the NumPy table
+  (``registry.register``) on those arguments (what ``np.<function>`` does on tracers);
+- ``api.value(x)``: the example value of a traced ``x`` (a plain array), read without
+  recording anything: what a version decides from it must be guarded (compare traced
+  values and take ``bool`` of the comparison, as user code would).
+
+Families (one module each) are imported only when the library module they cover is:
+``FAMILIES`` maps ``"scipy.linalg"`` to ``yota.numpy.scipy_linalg``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Version = Callable[..., Any]
+
+# library module -> Yota's module whose import registers the versions of its functions
+FAMILIES: dict[str, str] = {
+    "scipy.linalg": "yota.numpy.scipy_linalg",
+    "scipy.signal": "yota.numpy.convolve",
+}
+HOOKS: dict[tuple[str, str], Version] = {}  # (module, function name) -> Yota's version
+
+
+class TraceAPI(Protocol):
+    """What a version receives as ``api`` (``yota.foreign`` implements it)."""
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Record entry ``name`` of the NumPy table on these arguments."""
+        ...
+
+    def value(self, x: Any) -> Any:
+        """The example value of a traced ``x`` (``x`` itself otherwise)."""
+        ...
+
+
+def hook(module: str, *names: str) -> Callable[[Version], Version]:
+    """Register the decorated ``fn(api, *args, **kwargs)`` as Yota's version of each
+    function ``module.<name>``."""
+    def deco(fn: Version) -> Version:
+        for name in names:
+            HOOKS[(module, name)] = fn
+        return fn
+    return deco
