@@ -166,7 +166,7 @@ def hoist_invariants(p: Parts) -> bool:
     loop; their results read in the body become invariants."""
     cls = classes(p)
     outer = {w.body_in: w.operand for w in p.invariants}
-    moved: set[Value] = set()
+    moved: dict[Value, None] = {}  # in program order (a set's order is the addresses')
     for op in p.ops:
         if not op.results or cls[op.results[0]] != INV:
             continue
@@ -179,24 +179,26 @@ def hoist_invariants(p: Parts) -> bool:
                          results=[Value(r.type) for r in op.results])
         p.pre.append(new)
         outer.update(zip(op.results, new.results, strict=True))
-        moved.update(op.results)
+        moved.update(dict.fromkeys(op.results))
     if not moved:
         return False
     _read_from_outside(p, moved, outer)
     return True
 
 
-def _read_from_outside(p: Parts, values: set[Value], outer: dict[Value, Value]) -> None:
+def _read_from_outside(p: Parts, values: dict[Value, None], outer: dict[Value, Value]
+                       ) -> None:
     """Body reads of ``values`` become reads of new invariants (their ``outer`` values)."""
     made: dict[Value, Value] = {}
-    read = {v for op in p.ops if not set(op.results) & values for v in op.operands}
+    read = {v for op in p.ops if not any(r in values for r in op.results)
+            for v in op.operands}
     read |= {c.body_out for c in p.carries} | {y.body_out for y in p.ys}
     for v in values:
         if v in read:
             made[v] = Value(v.type)
             p.invariants.append(Step(made[v], outer[v]))
     p.ops = [op.replace(operands=[made.get(v, v) for v in op.operands])
-             for op in p.ops if not set(op.results) & values]
+             for op in p.ops if not any(r in values for r in op.results)]
     _replace_outputs(p, made)
 
 
@@ -298,7 +300,7 @@ def batch_products(p: Parts) -> bool:
     cls = classes(p)
     batched: dict[Value, Value] = {s.body_in: s.operand for s in p.stacked}
     inv = {w.body_in: w.operand for w in p.invariants}
-    made: set[Value] = set()
+    made: dict[Value, None] = {}  # in program order
     for op in p.ops:
         if not op.results or cls.get(op.results[0], 0) != STEP or \
                 op.name not in BATCHABLE or not all(v in batched or v in inv
@@ -308,7 +310,7 @@ def batch_products(p: Parts) -> bool:
         if new is not None:
             batched[op.result] = new
             if op.name == "matmul":
-                made.add(op.result)
+                made[op.result] = None
     if not made:
         return False
     new_in: dict[Value, Value] = {}
