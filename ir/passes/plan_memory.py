@@ -29,6 +29,8 @@ inputs and constants get none.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..core import Function, Op, Value
@@ -77,7 +79,8 @@ class MemoryPlan:
 
 def _in_place_operands(op: Op, callees: dict[str, Function]) -> list[list[int]]:
     """For each result of ``op``, the operand positions it may overwrite: read at the
-    same index as the result is written, with the same shape and byte size."""
+    same index as the result is written, with the same shape and byte size. (Results
+    of a kernel may share one list: read it, never change it.)"""
     opdef = get_opdef(op.name)
     if op.name == "fused":
         return _kernel_in_place(op, callees[op.attrs["callee"]])
@@ -90,15 +93,59 @@ def _in_place_operands(op: Op, callees: dict[str, Function]) -> list[list[int]]:
 
 
 def _kernel_in_place(op: Op, body: Function) -> list[list[int]]:
+    """A kernel's operands read directly (not through a broadcast) over its whole domain,
+    listed for each result of the same shape and size that is not a reduction."""
     reduced = {r for o in body.ops if o.name in ("sum", "max", "min") for r in o.results}
-    direct = [all(o.name != "broadcast" for o in body.ops if v in o.operands)
-              and v.shape == tuple(body.attrs["domain"]) for v in body.inputs]
-    out = []
-    for r, res in zip(body.outputs, op.results, strict=True):
-        ok = r not in reduced
-        out.append([k for k, v in enumerate(op.operands) if ok and direct[k]
-                    and v.shape == res.shape and v.type.nbytes == res.type.nbytes])
-    return out
+    broadcast = {v for o in body.ops if o.name == "broadcast" for v in o.operands}
+    domain = tuple(body.attrs["domain"])
+    by_type: dict[tuple[tuple[int, ...], int], list[int]] = {}
+    for k, (v, inner) in enumerate(zip(op.operands, body.inputs, strict=True)):
+        if inner not in broadcast and inner.shape == domain:
+            by_type.setdefault((v.shape, v.type.nbytes), []).append(k)
+    return [[] if r in reduced else by_type.get((res.shape, res.type.nbytes), [])
+            for r, res in zip(body.outputs, op.results, strict=True)]
+
+
+class _FreeBuffers:
+    """The free buffers in order of (size, when freed): the smallest that fits and the
+    largest, each the one freed first among equal sizes, found by bisection."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.sizes = sizes
+        self.keys: list[tuple[int, int, int]] = []  # (size, when freed, buffer)
+        self.count = 0
+
+    def add(self, b: int) -> None:
+        bisect.insort(self.keys, (self.sizes[b], self.count, b))
+        self.count += 1
+
+    def take_fit(self, size: int) -> int | None:
+        """The smallest free buffer of at least ``size`` bytes, taken (None: none)."""
+        i = bisect.bisect_left(self.keys, (size, -1, -1))
+        return self.keys.pop(i)[2] if i < len(self.keys) else None
+
+    def take_largest(self) -> int | None:
+        """The largest free buffer, taken (None: none)."""
+        if not self.keys:
+            return None
+        return self.keys.pop(bisect.bisect_left(self.keys, (self.keys[-1][0], -1, -1)))[2]
+
+
+def _first_spare(cands: list[int], spare: dict[int, int], taken: set[int],
+                 seen: dict[int, int]) -> int | None:
+    """The buffer of the first operand in ``cands`` that is ``spare`` and whose buffer no
+    result of the op took yet (then taken). An operand passed over once stays unusable
+    for the op, so a list shared by several results is read once in all (``seen``)."""
+    j = seen.get(id(cands), 0)
+    while j < len(cands):
+        b = spare.get(cands[j])
+        j += 1
+        if b is not None and b not in taken:
+            taken.add(b)
+            seen[id(cands)] = j
+            return b
+    seen[id(cands)] = j
+    return None
 
 
 class _Planner:
@@ -148,54 +195,56 @@ class _Planner:
             self.end[v] = max(self.end[v], i)
 
     def allocate(self) -> None:
-        free: list[int] = []
+        free = _FreeBuffers(self.buffers)
+        outputs = set(self.fn.outputs)
         dying: dict[int, list[Value]] = {}
         for v, e in self.end.items():
             dying.setdefault(e, []).append(v)
         for i, op in enumerate(self.fn.ops):
             reuse = _in_place_operands(op, self.fn.callees)
+            spare = self._spare(op, i, outputs) if any(reuse) else {}
+            seen: dict[int, int] = {}  # candidate list -> how far it was read
             taken: set[int] = set()
             for r, cands in zip(op.results, reuse, strict=True):
                 if r in self.needs:
-                    self.where[r] = self._place(r, op, cands, i, free, taken)
+                    b = _first_spare(cands, spare, taken, seen)
+                    self.where[r] = self._fresh(r, free) if b is None else b
             for r in op.results:
                 if r in self.root:
                     self.where[r] = self.where.get(self.root[r], -1)
             for v in dying.get(i, []):
-                if self.where[v] not in taken and v not in self.fn.outputs:
-                    free.append(self.where[v])
+                if self.where[v] not in taken and v not in outputs:
+                    free.add(self.where[v])
 
-    def _place(self, r: Value, op: Op, cands: list[int], i: int, free: list[int],
-               taken: set[int]) -> int:
-        """In place of a dying operand if allowed; else the smallest free buffer that fits;
-        else the largest free one, grown; else a new buffer."""
-        size = r.type.nbytes
-        for k in cands:
-            if op.operands[k] in self.root and op.operands[k] not in self.same_index:
+    def _spare(self, op: Op, i: int, outputs: set[Value]) -> dict[int, int]:
+        """The operands op ``i`` may overwrite, by position, with their buffers: read in
+        step (not through a transpose, slice or broadcast), dying here, not outputs, and
+        read by no other operand through another view."""
+        views: dict[Value, set[Value]] = {}
+        for w in op.operands:
+            views.setdefault(self.root.get(w, w), set()).add(w)
+        out: dict[int, int] = {}
+        for k, w in enumerate(op.operands):
+            if w in self.root and w not in self.same_index:
                 continue  # a transposed, sliced or broadcast view is not read in step
-            v = self.root.get(op.operands[k], op.operands[k])
+            v = self.root.get(w, w)
             b = self.where.get(v)
-            if (b is not None and self.end[v] == i and b not in taken
-                    and v not in self.fn.outputs and self._sole_view(op, k)):
-                taken.add(b)
-                return b
-        fits = [b for b in free if self.buffers[b] >= size]
-        if fits:
-            b = min(fits, key=lambda b: self.buffers[b])
-        elif free:
-            b = max(free, key=lambda b: self.buffers[b])
-            self.buffers[b] = size
-        else:
-            self.buffers.append(size)
-            return len(self.buffers) - 1
-        free.remove(b)
-        return b
+            if b is not None and self.end[v] == i and v not in outputs and len(views[v]) == 1:
+                out[k] = b
+        return out
 
-    def _sole_view(self, op: Op, k: int) -> bool:
-        """No other operand of ``op`` reads operand ``k``'s memory through another view."""
-        v = op.operands[k]
-        root = self.root.get(v, v)
-        return all(w is v or self.root.get(w, w) is not root for w in op.operands)
+    def _fresh(self, r: Value, free: _FreeBuffers) -> int:
+        """The smallest free buffer that fits; else the largest free one, grown; else a
+        new buffer."""
+        size = r.type.nbytes
+        b = free.take_fit(size)
+        if b is None:
+            b = free.take_largest()
+            if b is None:
+                self.buffers.append(size)
+                return len(self.buffers) - 1
+            self.buffers[b] = size
+        return b
 
     def live_bytes(self) -> int:
         delta = [0] * (len(self.fn.ops) + 2)
@@ -234,11 +283,20 @@ def sink_writes(fn: Function) -> Function:
     out: list[Op] = []
 
     def flush(values: tuple[Value, ...]) -> None:
-        for v in values:
-            w = pending.pop(v, None)
-            if w is not None:
-                flush(w.operands)
-                out.append(w)
+        """The pending writes ``values`` need (operands first), onto ``out``: a search
+        with a stack of its own (a chain of writes can be any length)."""
+        stack: list[tuple[Op | None, Iterator[Value]]] = [(None, iter(values))]
+        while stack:
+            w, todo = stack[-1]
+            for v in todo:
+                nxt = pending.pop(v, None)
+                if nxt is not None:
+                    stack.append((nxt, iter(nxt.operands)))
+                    break
+            else:
+                stack.pop()
+                if w is not None:
+                    out.append(w)
 
     for op in fn.ops:
         if op.name in WRITE_OPS and len(op.results) == 1:
