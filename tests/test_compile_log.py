@@ -418,3 +418,34 @@ def test_compile_command() -> None:
 def test_help_mentions_timings() -> None:
     assert "--timings" in invoke("ir", "--help").stdout
     assert "Example" in invoke("compile", "--help").stdout
+
+
+def test_the_garbage_collector_is_paused_while_compiling() -> None:
+    import gc
+
+    import numpy as np
+
+    import yota
+
+    seen: list[bool] = []
+
+    def loss(x: np.ndarray) -> object:
+        seen.append(gc.isenabled())
+        return np.sum(np.sin(x) * x)
+
+    assert gc.isenabled()
+    yota.grad(loss, np.ones(3), cache=False)
+    assert seen == [False] and gc.isenabled()
+
+    def bad(x: np.ndarray) -> object:
+        raise ValueError("in the user's code")
+
+    with pytest.raises(ValueError):
+        yota.grad(bad, np.ones(3), cache=False)
+    assert gc.isenabled()  # turned back on after a failed compile too
+    gc.disable()
+    try:
+        yota.grad(loss, np.ones(4), cache=False)
+        assert not gc.isenabled()  # left off: it was off before
+    finally:
+        gc.enable()

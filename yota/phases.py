@@ -45,6 +45,7 @@ True
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import os
@@ -225,14 +226,45 @@ def compiling(name: Any, kind: str = "", backend: str | None = "") -> Iterator[R
     due = notice_seconds()
     if due is not None:
         _watcher.watch(rec, rec.start + due)
+    _gc.hold()
     try:
         yield rec
     except BaseException:
         rec.quiet = True  # a compile that failed says so by its exception, not as compiled
         raise
     finally:
+        _gc.release()
         _local.record = None
         _finish(rec)
+
+
+class _GCPause:
+    """Python's cyclic garbage collector paused while any compile runs. A compile makes
+    a great many small objects (tape entries, IR values and ops) that live until it ends
+    and hold no cycles worth collecting early; with the collector on, each collection of
+    the oldest generation walks them all again (seconds for a trace of 100k ops). It is
+    turned back on when the last compile ends, if it was on when the first began."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holds = 0
+        self.was_enabled = False
+
+    def hold(self) -> None:
+        with self.lock:
+            if self.holds == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.holds += 1
+
+    def release(self) -> None:
+        with self.lock:
+            self.holds -= 1
+            if self.holds == 0 and self.was_enabled:
+                gc.enable()
+
+
+_gc = _GCPause()
 
 
 def _name_of(f: Any) -> str:
