@@ -79,8 +79,8 @@ class LoopGrad:
         self.read_inv: list[int] = []  # body inputs (invariant) B reads
 
     def _forward_body(self, name: str) -> Function:
-        """``F``: the body's ops and ``G``'s primal ops; outputs: the body's, then the
-        residuals (found while building ``B``)."""
+        """``F``: the body's ops; outputs: the body's, then the residuals (found while
+        building ``B``)."""
         body = self.body
         f = Function(name, body.inputs, self.f_ops, list(body.outputs) + self.residuals,
                      body.input_labels, None, dict(self.g.b.callees), self._attrs())
