@@ -419,3 +419,23 @@ def test_grad_checkpoint_option(monkeypatch: pytest.MonkeyPatch) -> None:
             np.testing.assert_allclose(b, a, rtol=1e-11, atol=1e-13)
     with pytest.raises(yota.YotaError, match="checkpoint must be"):
         yota.grad(rnn_loss, *args, checkpoint=0)
+
+
+def test_checkpointed_gradient_of_a_long_step() -> None:
+    """A step of 1,200 ops recomputed in the backward step (no recursion over the chain)."""
+    from yota.ir.autodiff.checkpoint import checkpoint_loops
+
+    b = Builder("long")
+    x = b.input(irgen.TensorType("f64", (3,)), "x")
+    a = b.input(irgen.TensorType("f64", (3,)), "a")
+    kinds = np.random.default_rng(0).integers(0, 3, 600)  # no shorter period inside a step
+    for _ in range(9):
+        for k in kinds:
+            x = b.emit(("sin", "cos", "tanh")[k], b.mul(x, a))
+    fn = roll(b.build([b.sum(x, axes=(0,))]), PassContext(roll_min_saved=4))
+    assert loops_of(fn) and loops_of(fn)[0].attrs["length"] == 9
+    args = [np.array([0.3, -0.2, 0.9]), np.array([0.9, 1.1, 0.8])]
+    want = run(vjp(fn), *args)
+    got = run(vjp(checkpoint_loops(fn, 3)), *args)
+    for w, g in zip(want, got, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)

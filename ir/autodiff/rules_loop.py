@@ -232,8 +232,8 @@ class _BEnv:
         k = self.index.get(v)
         if k is not None and k >= lg.shape.carries:
             new = self._input(k, v)
-        elif k is None and (lg.remat or lg.dep.get(v, STEP) < STEP):
-            self.copy(lg.f_made[v])  # recompute: depends on no step, or checkpointed
+        elif k is None and self._recomputed(v):
+            self._recompute(v)  # depends on no step, or checkpointed
             return self.env[v]
         else:
             new = Value(v.type)
@@ -241,6 +241,26 @@ class _BEnv:
             self.res_in.append(new)
         self.env[v] = new
         return new
+
+    def _recomputed(self, v: Value) -> bool:
+        return self.lg.remat or self.lg.dep.get(v, STEP) < STEP
+
+    def _recompute(self, v: Value) -> None:
+        """Copy into ``B`` the ops of ``F`` that make ``v`` (and what they need that
+        ``B`` does not have yet), in ``F``'s order: no recursion however long the chain."""
+        lg = self.lg
+        need: set[Op] = set()
+        stack = [v]
+        while stack:
+            w = stack.pop()
+            op = lg.f_made.get(w)
+            if op is None or op in need or w in self.env or not self._recomputed(w):
+                continue
+            need.add(op)
+            stack.extend(op.operands)
+        for op in lg.f_ops:
+            if op in need:
+                self.copy(op)
 
     def _input(self, k: int, v: Value) -> Value:
         lg = self.lg

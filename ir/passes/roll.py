@@ -8,7 +8,9 @@ generation) works on one step instead of ``T``.
 Finding them, in O(n log n): every non-constant op gets a signature (name, operand and
 result types, attributes but those ``roll_steps.VARYING`` lets differ). Scanning the
 sequence of signatures from the left, a position ``i`` tries as its period ``p`` the
-distances to the next few ops with its signature; with prefix hashes, the length ``L``
+distances to the next few ops with its signature, and to the next few runs of ``GRAM``
+ops equal to the run starting at ``i`` (a step made of common ops, all adds of one shape,
+has a period that no single op shows); with prefix hashes, the length ``L``
 of the run where the sequence equals itself ``p`` later is found by binary search, and
 ``L >= p`` means at least two steps. ``roll_steps.Steps`` then checks the steps one by
 one (every operand keeps one role: same step, previous step, or from before the loop)
@@ -39,6 +41,7 @@ from .roll_steps import Program, Steps, make_program
 DATA_OPS = frozenset({"reshape", "transpose", "broadcast", "slice", "concatenate", "pad",
                       "flip"})
 MAX_TRIES = 4  # periods tried at one position: distances to the next equal signatures
+GRAM = 16  # ... and to the next equal runs of this many signatures
 MAX_ROUNDS = 4  # loops in loops: one round per level
 _MOD = (1 << 61) - 1
 _BASE = 1_000_003
@@ -57,8 +60,11 @@ class _Hashes:
             self.h[k + 1] = (self.h[k] * _BASE + x + 1) % _MOD
             self.pw[k + 1] = self.pw[k] * _BASE % _MOD
 
-    def _get(self, i: int, length: int) -> int:
+    def window(self, i: int, length: int) -> int:
+        """The hash of ``xs[i:i + length]``."""
         return (self.h[i + length] - self.h[i] * self.pw[length]) % _MOD
+
+    _get = window
 
     def lce(self, i: int, j: int) -> int:
         lo, hi = 0, self.n - max(i, j)
@@ -90,15 +96,24 @@ class _CalleeKeys:
         return self.keys[name]
 
 
+def _next_equal(keys: list[int]) -> list[int]:
+    """For each position, the next position with an equal key (-1: none)."""
+    nxt = [-1] * len(keys)
+    last: dict[int, int] = {}
+    for k in range(len(keys) - 1, -1, -1):
+        nxt[k] = last.get(keys[k], -1)
+        last[keys[k]] = k
+    return nxt
+
+
 def find_loops(prog: Program, min_saved: int = 32) -> list[Steps]:
     """The loops to make, left to right, each checked (its roles found)."""
     n = len(prog.loose)
     hashes = _Hashes(prog.loose)
-    nxt = [-1] * n
-    last: dict[int, int] = {}
-    for k in range(n - 1, -1, -1):
-        nxt[k] = last.get(prog.loose[k], -1)
-        last[prog.loose[k]] = k
+    # next equal op, and next equal run of GRAM ops: a step whose ops all have common
+    # signatures (many adds of one shape) still has runs of ops that occur once a step
+    grams = [hashes.window(k, GRAM) for k in range(n - GRAM + 1)]
+    nexts = (_next_equal(prog.loose), _next_equal(grams) + [-1] * (n - len(grams)))
     found: list[Steps] = []
     failed_until: dict[int, int] = {}  # period -> position before which it failed
     uses: dict[Value, int] = {}
@@ -109,7 +124,7 @@ def find_loops(prog: Program, min_saved: int = 32) -> list[Steps]:
         uses[v] = uses.get(v, 0) + 1
     i = 0
     while i < n - 1:
-        loop = _loop_at(prog, hashes, nxt, i, failed_until, min_saved, uses)
+        loop = _loop_at(prog, hashes, nexts, i, failed_until, min_saved, uses)
         if loop is None:
             i += 1
             continue
@@ -118,29 +133,41 @@ def find_loops(prog: Program, min_saved: int = 32) -> list[Steps]:
     return found
 
 
-def _loop_at(prog: Program, hashes: _Hashes, nxt: list[int], i: int,
+def _loop_at(prog: Program, hashes: _Hashes, nexts: tuple[list[int], ...], i: int,
              failed_until: dict[int, int], min_saved: int, uses: dict[Value, int]
              ) -> Steps | None:
-    j, tries = nxt[i], 0
-    while j >= 0 and tries < MAX_TRIES:
-        p = j - i
-        tries += 1
-        if p * 2 > hashes.n - i:
-            return None
-        if failed_until.get(p, -1) <= i:
-            m = 1 + hashes.lce(i, j) // p
-            if m >= 2 and (m - 1) * p >= min_saved:
-                st = Steps(prog, i, p, m)
-                steps = st.check()
-                if steps >= 2 and (steps - 1) * _work(prog, st) >= min_saved:
-                    if steps < m:  # its roles, without the step that failed
-                        st = Steps(prog, i, p, steps)
-                        st.check()
-                    if _writes_only_written(prog, st, uses):
-                        return st
-                failed_until[p] = i + p
-        j = nxt[j]
+    """The loop starting at position ``i``, if any: of the candidate periods, the one
+    that would save the most ops and whose steps check (a longer step first: a loop in a
+    loop is rolled as the outer loop, its body's inner loop by the body's own round)."""
+    for _, p, m in sorted(_candidates(hashes, nexts, i, failed_until, min_saved),
+                          reverse=True):
+        st = Steps(prog, i, p, m)
+        steps = st.check()
+        if steps >= 2 and (steps - 1) * _work(prog, st) >= min_saved:
+            if steps < m:  # its roles, without the step that failed
+                st = Steps(prog, i, p, steps)
+                st.check()
+            if _writes_only_written(prog, st, uses):
+                return st
+        failed_until[p] = i + p
     return None
+
+
+def _candidates(hashes: _Hashes, nexts: tuple[list[int], ...], i: int,
+                failed_until: dict[int, int], min_saved: int) -> set[tuple[int, int, int]]:
+    """(ops saved, period, steps) of each period worth checking at ``i``: distances to
+    the next equal signatures (or runs of signatures) over which the sequence repeats."""
+    out = set()
+    for nxt in nexts:
+        j, tries = nxt[i], 0
+        while j >= 0 and tries < MAX_TRIES and (j - i) * 2 <= hashes.n - i:
+            p, tries = j - i, tries + 1
+            if failed_until.get(p, -1) <= i:
+                m = 1 + hashes.lce(i, j) // p
+                if m >= 2 and (m - 1) * p >= min_saved:
+                    out.add(((m - 1) * p, p, m))
+            j = nxt[j]
+    return out
 
 
 def _writes_only_written(prog: Program, st: Steps, uses: dict[Value, int]) -> bool:
