@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-import yota
 from yota.ir.core import Builder
 from yota.ir.errors import IRTypeError, UnsupportedError
 from yota.ir.types import TensorType, as_dtype, tensor_type
+
+import yota
 from yota.lowering import to_ir
 
 

@@ -20,7 +20,7 @@ from . import structs
 from .numpy.registry import TABLE
 from .primitives import Primitive
 from .tape import Entry, Inlined, Tape, Var
-from .tracing import collector_paused, trace
+from .tracing import trace
 
 
 class Lowering:
@@ -132,13 +132,12 @@ def lower_tape(tape: Tape, name: str | None = None) -> Function:
     """Lower ``tape`` to a new IR function (``to_ir`` caches this on the tape)."""
     b = Builder(re.sub(r"\W", "_", name or tape.fname))
     L = Lowering(b)
-    with collector_paused():
-        _inputs(tape, L)
-        _lower_entries(tape, L)
-        outs = [_output(L, leaf) for leaf in result_leaves(tape.result)]
-        if name is None:
-            tape.ir_values = dict(L.env)  # each tape variable's IR value (autograd's nodes)
-        return maybe_verify(b.build(outs))
+    _inputs(tape, L)
+    _lower_entries(tape, L)
+    outs = [_output(L, leaf) for leaf in result_leaves(tape.result)]
+    if name is None:
+        tape.ir_values = dict(L.env)  # each tape variable's IR value (yota.autograd's nodes)
+    return maybe_verify(b.build(outs))
 
 
 _NOT_LOWERED = frozenset(("input", "getattr", "getitem", "captured", "random"))

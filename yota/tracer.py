@@ -544,6 +544,8 @@ class Tracer:
         return call("clip", self, min, max, **kw)  # ndarray.clip: either bound may be left out
 
     def __getitem__(self, key: Any) -> Any:
+        if type(key) is int or type(key) is slice:  # x[i], x[a:b]: nothing to rewrite
+            return call("getitem", self, key)
         key = _constant_masks_as_indices(_ranges_as_arrays(_plain_keys(key)))
         if isinstance(key, Tracer) and key.dtype.kind == "b" and key.shape == \
                 self.shape[:key.ndim]:

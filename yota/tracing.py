@@ -9,7 +9,6 @@ tape variables. ``primitives=`` traces chosen helper functions as single entries
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,25 +46,7 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     6.0
     """
     check_callable(f, "trace")
-    with collector_paused():
-        return _trace(f, *args, primitives=primitives)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the block runs (unless it was off
-    already; ``gc.collect()`` still collects). Tracing and lowering keep nearly every
-    object they make (tape entries, tracers' values, IR ops), so each full collection
-    walks the whole growing trace and finds almost nothing: at 100k ops that was 20% of
-    tracing and 40% of ``to_ir``. Cyclic garbage the traced function makes is collected
-    when the trace returns."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    return _trace(f, *args, primitives=primitives)
 
 
 def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
