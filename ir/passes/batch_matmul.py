@@ -28,43 +28,57 @@ from .dce import dce
 SMALL_ROWS = 512  # only products whose stacked dimension is at most this are batched
 
 
-def _ancestors(ops: list[Op]) -> list[int]:
-    """For each op, a bit mask of the ops it (transitively) depends on."""
-    producer = {r: i for i, op in enumerate(ops) for r in op.results}
-    anc = [0] * len(ops)
-    for i, op in enumerate(ops):
-        for v in op.operands:
-            p = producer.get(v)
-            if p is not None:
-                anc[i] |= anc[p] | (1 << p)
-    return anc
-
-
 def _is_2d_matmul(op: Op) -> bool:
     return op.name == "matmul" and op.operands[0].ndim == 2
 
 
 def _independent_set(ops: list[Op]) -> tuple[int, list[int]] | None:
     """The largest group of mutually independent small products sharing operand ``side``
-    (0: the left one, 1: the right one), as (side, op indices); None if none has two."""
-    anc = _ancestors(ops)
+    (0: the left one, 1: the right one), as (side, op indices); None if none has two.
+    Each group is chosen greedily in program order: a product joins unless it depends
+    on one chosen before it."""
     by_shared: dict[tuple[int, Value], list[int]] = {}
     for i, op in enumerate(ops):
         if _is_2d_matmul(op):
             for side in (0, 1):
                 if op.result.shape[1 - side] <= SMALL_ROWS:
                     by_shared.setdefault((side, op.operands[side]), []).append(i)
+    users = _users(ops) if any(len(idx) >= 2 for idx in by_shared.values()) else []
     best: tuple[int, list[int]] | None = None
     for (side, _), idx in by_shared.items():
-        chosen, mask, reach = [], 0, 0
-        for i in idx:
-            if not (anc[i] & mask or reach >> i & 1):
-                chosen.append(i)
-                mask |= 1 << i
-                reach |= anc[i]
+        chosen = _independent(idx, users) if len(idx) >= 2 else idx
         if len(chosen) >= 2 and (best is None or len(chosen) > len(best[1])):
             best = (side, chosen)
     return best
+
+
+def _users(ops: list[Op]) -> list[list[int]]:
+    """For each op, the ops that read one of its results."""
+    producer = {r: i for i, op in enumerate(ops) for r in op.results}
+    users: list[list[int]] = [[] for _ in ops]
+    for i, op in enumerate(ops):
+        for p in {producer[v] for v in op.operands if v in producer}:
+            users[p].append(i)
+    return users
+
+
+def _independent(idx: list[int], users: list[list[int]]) -> list[int]:
+    """The ops of ``idx`` (ascending) that depend on none chosen before them: each chosen
+    op marks what depends on it, up to the last of ``idx`` (each op marked once)."""
+    marked: set[int] = set()
+    chosen: list[int] = []
+    last = idx[-1]
+    for i in idx:
+        if i in marked:
+            continue
+        chosen.append(i)
+        stack = [i]
+        while stack:
+            for u in users[stack.pop()]:
+                if u <= last and u not in marked:
+                    marked.add(u)
+                    stack.append(u)
+    return chosen
 
 
 def _stack(ops: list[Op], side: int, members: list[int]) -> tuple[list[Op], dict[Value,
@@ -178,25 +192,49 @@ def _largest_sum(fn: Function) -> tuple[int, list[Term]] | None:
     counting as defined first: an RNN's zero initial state then pairs with the first
     step's adjoint at the front, so its two weight gradients (states_t.T @ d_t and
     x_t.T @ d_t) order the adjoints d_t alike and CSE makes their concatenations one, and
-    the inputs' concatenation is the forward pass's."""
+    the inputs' concatenation is the forward pass's. (Trees are counted bottom-up, each
+    add once; only the largest is walked.)"""
     defs = {r: op for op in fn.ops for r in op.results}
+    uses = _use_counts(fn)
+    count: dict[Value, int | None] = {}  # an add's value -> products its tree sums
+    best_at, best_n = -1, 1
+    for i, op in enumerate(fn.ops):
+        if op.name == "add":
+            n = _tree_size(op, defs, uses, count)
+            count[op.result] = n
+            if n is not None and n >= 2 and n >= best_n:
+                best_at, best_n = i, n
+    if best_at < 0:
+        return None
+    terms = _sum_tree(fn.ops[best_at], defs, uses)
+    assert terms is not None and len(terms) == best_n
     pos = {v: i - len(fn.inputs) for i, v in enumerate(fn.inputs)}
     pos.update({r: i for i, op in enumerate(fn.ops) for r in op.results})
-    uses = _use_counts(fn)
-    best: tuple[int, list[Term]] | None = None
-    for i, op in enumerate(fn.ops):
-        terms = _sum_tree(op, defs, uses) if op.name == "add" else None
-        if terms is not None and (best is None or len(terms) >= len(best[1])):
-            best = (i, terms)
-    if best is not None:
-        first = -len(fn.inputs) - 1
+    first = -len(fn.inputs) - 1
 
-        def order(t: Term) -> int:
-            srcs = [_untransposed(v, defs) for v in t[0].operands]
-            return min(first if v in defs and is_splat_const(defs[v]) else pos[v]
-                       for v in srcs)
-        best[1].sort(key=order)
-    return best
+    def order(t: Term) -> int:
+        srcs = [_untransposed(v, defs) for v in t[0].operands]
+        return min(first if v in defs and is_splat_const(defs[v]) else pos[v] for v in srcs)
+    terms.sort(key=order)
+    return best_at, terms
+
+
+def _tree_size(op: Op, defs: dict[Value, Op], uses: dict[Value, int],
+               count: dict[Value, int | None]) -> int | None:
+    """The number of products ``_sum_tree(op)`` finds (None: it finds none), from the
+    counts of the adds before it."""
+    n = 0
+    for v in op.operands:
+        inner = defs.get(v)
+        if inner is None or uses.get(v, 0) != 1:
+            return None
+        if _term(v, defs, uses) is not None:
+            n += 1
+        elif inner.name == "add" and count.get(v) is not None:
+            n += count[v]  # type: ignore[operator]
+        else:
+            return None
+    return n
 
 
 def _untransposed(v: Value, defs: dict[Value, Op]) -> Value:

@@ -40,9 +40,8 @@ def inline(fn: Function, ctx: PassContext) -> Function:
         ops.extend(body_ops)
         subst.update(zip(op.results, outs, strict=True))
     have = dict(fn.callees)
-    for op in fn.ops:  # what the inlined ops run (a loop's body...) comes with them
-        if op.name == "call":
-            have.update(fn.callees[op.attrs["callee"]].all_callees())
+    for name in dict.fromkeys(op.attrs["callee"] for op in fn.ops if op.name == "call"):
+        have.update(fn.callees[name].all_callees())  # what the inlined ops run comes along
     used = {op.attrs["callee"] for op in ops if "callee" in op.attrs}
     callees = {k: f for k, f in have.items() if k in used}
     return rebuild(fn, ops, subst, callees=callees)

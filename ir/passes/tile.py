@@ -111,9 +111,10 @@ def _fused_tiling(op: Op, r: int, body: Function) -> Tiling | None:
         return None
     axes = tuple(body.attrs.get("reduce_axes") or ())
     need: dict[Value, str] = {}
+    inputs = set(body.inputs)
     for bop in body.ops:
         for v in bop.operands:
-            if v in body.inputs:
+            if v in inputs:
                 s = _bcast_status(v.type, dom, r) if bop.name == "broadcast" else ROW
                 if need.setdefault(v, s) != s:
                     return None
@@ -194,13 +195,29 @@ def worth_it(run: Run) -> bool:
 
 # -- building the call ---------------------------------------------------------------------
 
-def make_call(fn: Function, run: Run, name: str, readers: dict[Value, int]
+@dataclass
+class Program:
+    """What building each run's call reads of the function, computed once."""
+
+    defs: dict[Value, Op]
+    consts: set[Value]
+    readers: dict[Value, int]  # each value's last reader
+    position: dict[int, int]  # id(op) -> its index
+    outputs: set[Value]
+
+    @staticmethod
+    def of(fn: Function) -> Program:
+        defs = {r: op for op in fn.ops for r in op.results}
+        readers = {v: i for i, op in enumerate(fn.ops) for v in op.operands}
+        return Program(defs, {v for v, op in defs.items() if is_splat_const(op)}, readers,
+                       {id(op): i for i, op in enumerate(fn.ops)}, set(fn.outputs))
+
+
+def make_call(fn: Function, run: Run, name: str, prog: Program
               ) -> tuple[Function, Op, list[Value]]:
     """The function of ``run`` (its own copies of splat constants), the ``call`` of it,
     and the run values it returns (read after the run, or returned by ``fn``)."""
-    defs = {r: op for op in fn.ops for r in op.results}
-    consts = {v for v in defs if is_splat_const(defs[v])}
-    mine = {id(op) for op in run.ops}
+    defs, consts = prog.defs, prog.consts
     env: dict[Value, Value] = {v: Value(v.type) for v in run.inputs}
     copies: dict[Value, Value] = {}
     body: list[Op] = []
@@ -214,9 +231,9 @@ def make_call(fn: Function, run: Run, name: str, readers: dict[Value, int]
         new = op.replace(operands=operands, results=[Value(r.type) for r in op.results])
         env.update(zip(op.results, new.results, strict=True))
         body.append(new)
-    last = max(i for i, op in enumerate(fn.ops) if id(op) in mine)
+    last = prog.position[id(run.ops[-1])]
     outs = [r for op in run.ops for r in op.results
-            if readers.get(r, -1) > last or r in fn.outputs]
+            if prog.readers.get(r, -1) > last or r in prog.outputs]
     callees = {op.attrs["callee"]: fn.callees[op.attrs["callee"]]
                for op in run.ops if op.name == "fused"}
     f = Function(name, [env[v] for v in run.inputs], body, [env[v] for v in outs],
@@ -236,21 +253,17 @@ def tile(fn: Function, ctx: PassContext) -> Function:
     runs = [run for run in find_runs(fn) if worth_it(run)]
     if not runs:
         return fn
-    readers: dict[Value, int] = {}
-    for i, op in enumerate(fn.ops):
-        for v in op.operands:
-            readers[v] = i
+    prog = Program.of(fn)
     names = fresh_names("rows", set(fn.all_callees()))
     callees = dict(fn.callees)
     drop: set[int] = set()
     subst: dict[Value, Value] = {}
     placed: dict[int, Op] = {}  # the call takes the place of the run's last op
     for run in runs:
-        body, call, outs = make_call(fn, run, next(names), readers)
+        body, call, outs = make_call(fn, run, next(names), prog)
         callees[body.name] = body
         subst.update(zip(outs, call.results, strict=True))
-        ids = {id(op) for op in run.ops}
-        where = [i for i, op in enumerate(fn.ops) if id(op) in ids]
+        where = [prog.position[id(op)] for op in run.ops]
         drop.update(where)
         placed[where[-1]] = call
     ops = [placed.get(i, op) for i, op in enumerate(fn.ops) if i not in drop or i in placed]
@@ -268,6 +281,7 @@ def row_statuses(fn: Function) -> dict[Value, str]:
     """The status of every input and op result of a tiled function (``tile``'s output)."""
     r = fn.attrs["row_count"]
     st: dict[Value, str] = {}
+    inputs = set(fn.inputs)
     for op in fn.ops:
         if is_splat_const(op):
             st[op.result] = ROW if _rows(op.result.type, r) else WHOLE
@@ -276,7 +290,7 @@ def row_statuses(fn: Function) -> dict[Value, str]:
         if t is None:
             raise ValueError(f"@{fn.name}: op '{op.name}' does not treat its rows apart")
         for v, s in zip(op.operands, t[0], strict=True):
-            if v in fn.inputs:
+            if v in inputs:
                 st.setdefault(v, s)
         st.update(zip(op.results, t[1], strict=True))
     return st
