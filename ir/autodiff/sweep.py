@@ -103,14 +103,14 @@ def _wrt(fn: Function, wrt: Sequence[int] | None) -> list[int]:
     """The requested input indices that can have a gradient (float inputs), in order."""
     if wrt is None:
         wrt = range(len(fn.inputs))
-    out: list[int] = []
+    out: dict[int, None] = {}  # (a dict: membership in O(1), insertion order kept)
     for i in wrt:
         if not isinstance(i, int) or not 0 <= i < len(fn.inputs):
             raise AutodiffError(f"vjp: wrt index {i!r} is not an input of @{fn.name} "
                                 f"(it has {len(fn.inputs)})")
-        if is_float(fn.inputs[i].dtype) and i not in out:
-            out.append(i)
-    return out
+        if is_float(fn.inputs[i].dtype):
+            out.setdefault(i)
+    return list(out)
 
 
 def _names(fn: Function) -> dict[Value, str]:
