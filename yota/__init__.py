@@ -82,6 +82,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "update_": ("yota.update", "update_"),
     "Profile": ("yota.profile", "Profile"),  # per-step timing of compiled programs
     "profile": ("yota.profile", "profile"),
+    "jvp": ("yota.transforms", "jvp"),  # forward mode (tangents of the result)
+    "hvp": ("yota.transforms", "hvp"),  # Hessian-vector products (forward over reverse)
+    "jacobian": ("yota.jacobians", "jacobian"),  # whole Jacobians, fwd or rev, one program
+    "hessian": ("yota.jacobians", "hessian"),
+    "vmap": ("yota.vmapping", "vmap"),  # batching: per-example programs as one
 }
 # submodules named like the function they define: the package attribute is the function
 _SHADOWED = {name for name, (mod, attr) in _LAZY.items() if mod == f"yota.{name}" and attr}
