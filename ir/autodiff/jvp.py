@@ -38,6 +38,7 @@ from ..types import is_float
 from ..verifier import maybe_verify
 from .activity import edges
 from .helpers import add
+from .jvp_loop import fresh, loop_jvp, tangent_or_zeros
 from .registry import CALL_RULES, AutodiffError, primitive_key
 from .rules import RULES
 from .rules_jvp import JVP_RULES, Tangents
@@ -83,21 +84,6 @@ def _label(fn: Function, i: int, inp: bool) -> str:
     return lab or f"{'%' if inp else 'output '}{i}"
 
 
-def tangent_or_zeros(b: Builder, tan: dict[Value, Value], v: Value) -> Value:
-    t = tan.get(v)
-    return t if t is not None else b.const(0.0, v.dtype, v.shape)
-
-
-def fresh(base: str, taken: set[str]) -> str:
-    """A callee name not in ``taken`` (then taken)."""
-    name, k = base, 0
-    while name in taken:
-        k += 1
-        name = f"{base}_{k}"
-    taken.add(name)
-    return name
-
-
 class Forward:
     """Forward mode on ``fn`` into builder ``b``: ``run(seeds)`` appends ``fn``'s ops and
     their tangents to ``b``, from the tangents ``seeds`` of some of ``fn``'s inputs, and
@@ -129,8 +115,6 @@ class Forward:
         outs: Tangents
         with self.b.at(f"tangent of {self.names[op.results[0]]} via rule {rule}"):
             if op.name == "loop":
-                from .jvp_loop import loop_jvp
-
                 new, outs = loop_jvp(self, op, ts)
                 self.b.ops.append(new)
             elif op.name == "call" and rule not in CALL_RULES:

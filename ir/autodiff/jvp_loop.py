@@ -11,7 +11,7 @@ The loop's results keep their values and add the tangents' final carries and sta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..core import Builder, Function, Op, Value
 from ..loops import loop_op
@@ -19,13 +19,26 @@ from ..ops.loop import LoopShape
 from ..types import is_float
 from .activity import forward_reach
 
-if TYPE_CHECKING:
-    from .jvp import Forward
+
+def tangent_or_zeros(b: Builder, tan: dict[Value, Value], v: Value) -> Value:
+    t = tan.get(v)
+    return t if t is not None else b.const(0.0, v.dtype, v.shape)
 
 
-def loop_jvp(fw: Forward, op: Op, ts: list[Value | None]) -> tuple[Op, list[Value | None]]:
+def fresh(base: str, taken: set[str]) -> str:
+    """A callee name not in ``taken`` (then taken)."""
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
+def loop_jvp(fw: Any, op: Op, ts: list[Value | None]) -> tuple[Op, list[Value | None]]:
     """The loop to run in place of ``op`` (its results first, then the tangents') and the
-    tangent of each of ``op``'s results (None where zero)."""
+    tangent of each of ``op``'s results (None where zero). ``fw``: the ``jvp.Forward``
+    sweeping the function that holds ``op`` (its class sweeps the body)."""
     b = fw.b
     body = fw.fn.callees[op.attrs["callee"]]
     sh = LoopShape.of(op.attrs)
@@ -68,12 +81,10 @@ def _active(body: Function, nc: int, seeded: set[int]) -> set[int]:
         active |= new
 
 
-def _body(fw: Forward, body: Function, sh: LoopShape, active: set[int]
+def _body(fw: Any, body: Function, sh: LoopShape, active: set[int]
           ) -> tuple[Function, list[int]]:
     """The body's jvp, laid out for a loop; and the step outputs whose tangents it
     stacks."""
-    from .jvp import Forward, fresh, tangent_or_zeros
-
     nc, ns = sh.carries, sh.stacked
     jb = Builder(fresh(f"{body.name}_jvp", fw.taken))
     seeds: dict[Value, Value] = {}
@@ -83,7 +94,7 @@ def _body(fw: Forward, body: Function, sh: LoopShape, active: set[int]
         for k in range(lo, hi):
             if k in active:
                 seeds[body.inputs[k]] = jb.input(body.inputs[k].type, f"tangent %{k}")
-    tan = Forward(jb, body, fw.taken).run(seeds)
+    tan = type(fw)(jb, body, fw.taken).run(seeds)
     outs = list(body.outputs[:nc])
     outs += [tangent_or_zeros(jb, tan, body.outputs[k]) for k in range(nc) if k in active]
     ys = [j for j in range(nc, len(body.outputs)) if body.outputs[j] in tan]
