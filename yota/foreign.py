@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .numpy.hooks import FAMILIES, HOOKS
+from .patching import NumpyPatch
 from .tracer import Tracer, call, find_context
 
 Replacement = Callable[..., Any]
@@ -79,7 +80,8 @@ def dispatch(key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     swap = _installed[key]
     if find_context(args, kwargs) is not None:
         return swap.replacement(API, *args, **kwargs)
-    return swap.original(*args, **kwargs)
+    with NumpyPatch.suspended():  # the library's own NumPy calls make plain arrays
+        return swap.original(*args, **kwargs)
 
 
 def original(fn: Any) -> Any:

@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ..patching import NumpyPatch
+
 Version = Callable[..., Any]
 
 # library module -> Yota's module whose import registers the versions of its functions
 FAMILIES: dict[str, str] = {
     "scipy.linalg": "yota.numpy.scipy_linalg",
-    "scipy.signal": "yota.numpy.convolve",
+    "scipy.signal": "yota.numpy.scipy_signal",
 }
 HOOKS: dict[tuple[str, str], Version] = {}  # (module, function name) -> Yota's version
 
@@ -41,6 +43,17 @@ class TraceAPI(Protocol):
     def value(self, x: Any) -> Any:
         """The example value of a traced ``x`` (``x`` itself otherwise)."""
         ...
+
+
+def library_call(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (a library function) as an entry's example function: run on the example
+    values with NumPy's creation functions unpatched (the library's own ``np.zeros`` gives
+    plain arrays, not constants of the trace)."""
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        with NumpyPatch.suspended():
+            return fn(*args, **kwargs)
+    forward.__name__ = getattr(fn, "__name__", "forward")
+    return forward
 
 
 def hook(module: str, *names: str) -> Callable[[Version], Version]:

@@ -83,7 +83,7 @@ class NumpyOp:
 # cost ``import yota`` ~5 ms and most programs use none of them. No entry or NumPy
 # function is registered twice, so the order families load in does not matter.
 LAZY_FAMILIES = ("mathfuncs", "scans", "sorting", "statistics", "einsum", "linalg",
-                 "joining", "movement")
+                 "joining", "movement", "convolve")
 _families_loaded = False
 
 

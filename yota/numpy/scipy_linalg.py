@@ -48,7 +48,7 @@ from yota.ir.ops import iota
 from yota.ir.types import TensorType
 
 from ..userloc import where
-from .hooks import TraceAPI, hook
+from .hooks import TraceAPI, hook, library_call
 from .linalg import _batched, _diag, _lu_parts, _swap, solve_values
 from .registry import LoweringContext, register
 from .static import static_value
@@ -59,9 +59,11 @@ from .static import static_value
 def _checked(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """SciPy's ``fn`` on the example values; its ``LinAlgError`` becomes Yota's, naming
     the function and the user's line."""
+    run = library_call(fn)
+
     def forward(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return run(*args, **kwargs)
         except np.linalg.LinAlgError as e:
             if isinstance(e, LinAlgError):
                 raise
