@@ -74,6 +74,48 @@ class Request:
     draws: Callable[[Tape, bool], list[np.ndarray]] | None = None
     leaf_args: tuple[Any, ...] | None = None  # where the leaves are read when inlined
     extra_operands: list[Any] = field(default_factory=list)
+    fast: tuple[dict[Any, Any], Any] | None = None  # (table, key): remember the program
+
+
+# -- the fast path of a repeated call -------------------------------------------------------
+# A front end looks its arguments' signature up in a table before building a Request: a
+# program remembered there (one without random draws, whose guards hold) runs at once.
+MISS: Any = object()
+_fast: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def fast_table(f: Any) -> dict[Any, Any] | None:
+    """The fast-path table of ``f`` (None for a callable that cannot be weakly
+    referenced, or a bound method: a new object at each ``obj.method``)."""
+    if isinstance(f, types.MethodType):
+        return None
+    try:
+        return _fast.setdefault(f, {})
+    except TypeError:
+        return None
+
+
+def run_fast(table: dict[Any, Any] | None, key: Any, inputs: list[Any]) -> Any:
+    """The result of the program remembered under ``key`` on ``inputs``, or ``MISS``."""
+    entry = table.get(key) if table is not None else None
+    if entry is None:
+        return MISS
+    program, finish = entry
+    if not (program.still_valid() and program.tape.bindings_hold()):
+        del table[key]  # type: ignore[union-attr]
+        return MISS
+    try:
+        outs = program.exe(*inputs, *[obj for obj, _, _ in program.captured])
+    except GuardFailed:
+        return MISS
+    stats.hits += 1
+    return finish(program.tape, list(outs))
+
+
+def _remember(req: Request, program: Program) -> None:
+    if req.fast is not None and not program.tape.randoms:
+        table, key = req.fast
+        table[key] = (program, req.finish)
 
 
 _programs: weakref.WeakKeyDictionary[Any, dict[Any, list[Program]]] = \
@@ -112,6 +154,7 @@ def run(req: Request) -> Any:
                 randomness.restore_states(*rngs)
             continue
         stats.hits += 1
+        _remember(req, program)
         return req.finish(program.tape, outs)
     with compiling(req.f, req.kind, req.backend):
         stats.traces += 1
@@ -120,6 +163,7 @@ def run(req: Request) -> Any:
         program, outs = _first_run(program, req)
     variants.insert(0, program)
     del variants[pipeline.MAX_VARIANTS:]
+    _remember(req, program)
     return req.finish(program.tape, outs)
 
 
@@ -289,6 +333,14 @@ def check_scalar(tape: Tape, what: str) -> None:
                          f"but it returned {got}")
 
 
+def memo(tape: Tape, what: str, make: Callable[[Tape], Any]) -> Any:
+    """``make(tape)``, computed once per tape (a plan the calls of its program share)."""
+    plans = tape.__dict__.setdefault("_transform_plans", {})
+    if what not in plans:
+        plans[what] = make(tape)
+    return plans[what]
+
+
 def output_floats(tape: Tape) -> list[bool]:
     """Whether each output of the traced program (a leaf of the result) is a float."""
     from .lowering import result_leaves
@@ -318,6 +370,9 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
     """
     check_callable(f, "jvp")
     primals, tangents = _as_tuple(primals, "primals"), _as_tuple(tangents, "tangents")
+    fast = _jvp_fast(f, primals, tangents, backend)
+    if fast[0] is not MISS:
+        return fast[0]
     if len(primals) != len(tangents):
         raise TransformError(f"yota.jvp: {len(primals)} primals but {len(tangents)} tangents")
     paths = leaf_paths(tracing.detach(primals))
@@ -331,14 +386,33 @@ def jvp(f: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any], 
         return reorder_inputs(ir_jvp(fn, floats), nl, len(floats))
 
     def finish(tape: Tape, outs: list[Any]) -> Any:
-        flt = output_floats(tape)
+        flt = memo(tape, "floats", output_floats)
         it = iter(outs[len(flt):])
         touts = [next(it) if fl else None for fl in flt]
         return _restructure(tape, outs[:len(flt)]), tangent_structure(tape.result, iter(touts))
 
     req = Request(f, "jvp", ("jvp", tuple(floats)), primals, _leaves(primals) + ts, build,
-                  finish, backend, extra_operands=ts)
+                  finish, backend, extra_operands=ts, fast=fast[1])
     return run(req)
+
+
+def _jvp_fast(f: Any, primals: tuple[Any, ...], tangents: tuple[Any, ...],
+              backend: str | None) -> tuple[Any, tuple[dict[Any, Any], Any] | None]:
+    """A remembered jvp program's result (else ``MISS``) and where to remember one: only
+    for tangents of exactly the primals' signature, outside a trace."""
+    if current_context() is not None:
+        return MISS, None
+    try:
+        pl, psig = flatten_args(primals)
+        tl, tsig = flatten_args(tangents)
+    except YotaError:
+        return MISS, None
+    table = fast_table(f)
+    if psig != tsig or table is None:
+        return MISS, None
+    key = ("jvp", psig, backend)
+    ts = [t for p, t in zip(pl, tl, strict=True) if is_float_leaf(p)]
+    return run_fast(table, key, pl + ts), (table, key)
 
 
 def _as_tuple(x: Any, what: str) -> tuple[Any, ...]:

@@ -16,11 +16,21 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Function
+from yota.ir.errors import YotaError
 
 from . import structs, tracing
 from .lowering import result_leaves
+from .program import flatten_args
 from .tape import Tape, Var
-from .transforms import Request, TransformError, run, tangent_structure
+from .transforms import (
+    MISS,
+    Request,
+    TransformError,
+    memo,
+    run,
+    run_fast,
+    tangent_structure,
+)
 from .validate import check_callable
 
 __all__ = ["vmap"]
@@ -51,9 +61,20 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, *,
     array([1., 2., 3.])
     """
     check_callable(f, "vmap")
+    table: dict[Any, Any] = {}
 
     def batched(*args: Any) -> Any:
-        return _call(f, args, in_axes, out_axes, backend)
+        key = None
+        if tracing.current_context() is None:
+            try:
+                leaves, key = flatten_args(args)
+            except YotaError:
+                key = None
+            if key is not None:
+                out = run_fast(table, key, leaves)
+                if out is not MISS:
+                    return out
+        return _call(f, args, in_axes, out_axes, backend, (table, key) if key else None)
 
     batched.__name__ = f"vmap_{getattr(f, '__name__', 'f')}".replace("<lambda>", "lambda")
     batched.__yota_source__ = f  # type: ignore[attr-defined]  # (where a trace says f is)
@@ -61,7 +82,7 @@ def vmap(f: Callable[..., Any], in_axes: Any = 0, out_axes: Any = 0, *,
 
 
 def _call(f: Callable[..., Any], args: tuple[Any, ...], in_axes: Any, out_axes: Any,
-          backend: str | None) -> Any:
+          backend: str | None, fast: tuple[dict[Any, Any], Any] | None) -> Any:
     values = tracing.detach(args)
     axes = _leaf_axes(values, in_axes)
     size = _batch_size(values, axes)
@@ -76,18 +97,25 @@ def _call(f: Callable[..., Any], args: tuple[Any, ...], in_axes: Any, out_axes: 
         return ir_vmap(fn, ins, size, _out_axes(tape.result, out_axes))
 
     def finish(tape: Tape, outs: list[Any]) -> Any:
-        oax = _out_axes(tape.result, out_axes)
-        weak = [getattr(v, "weak", isinstance(v, float)) for v in result_leaves(tape.result)]
-        outs = [float(v) if ax is None and w and isinstance(v, np.ndarray) else v
-                for v, ax, w in zip(outs, oax, weak, strict=True)]
+        scalar = memo(tape, f"vmap scalars {out_axes!r}", lambda t: _scalars(t, out_axes))
+        if any(scalar):
+            outs = [float(v) if sc and isinstance(v, np.ndarray) else v
+                    for v, sc in zip(outs, scalar, strict=True)]
         return tangent_structure(tape.result, iter(outs), scalars=False)
 
     key = ("vmap", size, tuple(ordered), repr(out_axes))
     inputs = [leaf for a in args for _, leaf in structs.flatten(a)[0]] \
         if tracing.current_context() is None else []
     req = Request(f, "vmap", key, example, inputs, build, finish, backend,
-                  draws=_draws(size), leaf_args=args)
+                  draws=_draws(size), leaf_args=args, fast=fast)
     return run(req)
+
+
+def _scalars(tape: Tape, out_axes: Any) -> list[bool]:
+    """Which outputs the user gets as Python floats: weak ones that are not batched."""
+    oax = _out_axes(tape.result, out_axes)
+    weak = [getattr(v, "weak", isinstance(v, float)) for v in result_leaves(tape.result)]
+    return [ax is None and w for ax, w in zip(oax, weak, strict=True)]
 
 
 def _leaf_axes(args: tuple[Any, ...], in_axes: Any) -> Axes:
