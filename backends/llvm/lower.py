@@ -219,7 +219,13 @@ class FnGen(FnLowering):
     def step(self, op_index: int) -> contextlib.AbstractContextManager[Any]:
         if self.segments is not None:
             self.segments.count()
+            self.segments.copies_count = op_index < 0  # the copies into output arrays
         return contextlib.nullcontext() if self.timer is None else self.timer.step(op_index)
+
+    def copy(self, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
+        if self.segments is not None and self.segments.copies_count:
+            self.segments.count()  # one output's copy: a whole step of its own
+        super().copy(shape, src, dtype, dst)
 
     # -- pointers -------------------------------------------------------------------------
     def elem_ptr(self, loc: Loc, dtype: np.dtype, extra: ir.Value | int = 0) -> ir.Value:
@@ -346,6 +352,7 @@ class Segments:
         self.n = 0  # segments so far
         self.ops = 0  # ops in the current one
         self.consts: dict[int, ir.Value] = {}  # one global per constant, for all segments
+        self.copies_count = False  # each copy into an output array counts as an op
 
     def open(self) -> None:
         g = self.g
