@@ -318,7 +318,7 @@ def inline_ops(b: Builder, fn: Function, operands: list[Value]) -> list[Value]:
     lines = _value_lines(fn)
     for op in fn.ops:
         attrs = op.attrs
-        if op.name == "call":
+        if "callee" in attrs:  # a call's or a loop's function comes with it
             attrs = {**attrs, "callee": _add_callee(b, fn.callees[attrs["callee"]])}
         new = Op(op.name, tuple(env[v] for v in op.operands), attrs,
                  [Value(r.type) for r in op.results], _nested_loc(op.loc, lines) or b.loc)
