@@ -29,6 +29,10 @@ TRANSCENDENTAL = ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "
                   "cosh", "arctan", "arcsin", "arccos"]
 FLOAT_UNARY = ["sqrt", "reciprocal", "floor", "ceil", "round", "neg", "abs", "sign", "square",
                "isnan", "isinf", "isfinite"]
+# special functions (yota.ir.ops.special), and polygamma with these orders
+SPECIAL_FUNCTIONS = ["lgamma", "digamma", "erf", "erfc", "erfcx", "erfinv", "erfcinv", "i0", "i0e",
+           "i1", "i1e"]
+POLYGAMMA_ORDERS = (1, 3)
 INT_UNARY = ["neg", "abs", "sign", "square"]
 FLOAT_BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "floordiv", "mod", "lt",
                 "le", "gt", "ge", "eq", "ne"]
@@ -68,6 +72,28 @@ def unary_program(op: str, dt: str, shapes: list[tuple[int, ...]] = SHAPES,
     b = Builder(f"{op}_{dt}")
     xs = [b.input(TensorType(dt, s)) for s in shapes]
     return b.build([b.emit(op, x, **attrs) for x in xs])
+
+
+def special_programs(dt: str) -> list[tuple[str, Function]]:
+    """(op, program) for each special function on ``dt``: ``SPECIAL_FUNCTIONS`` and
+    ``polygamma`` of each order in ``POLYGAMMA_ORDERS``."""
+    out = [(op, unary_program(op, dt)) for op in SPECIAL_FUNCTIONS]
+    return out + [("polygamma", unary_program("polygamma", dt, n=n)) for n in POLYGAMMA_ORDERS]
+
+
+def special_inputs(rng: np.random.Generator, op: str, fn: Function) -> list[np.ndarray]:
+    """``inputs`` moved into the op's domain where it is narrow (erfinv: [-1, 1],
+    erfcinv: [0, 2]), some outside it and at its ends."""
+    args = inputs(rng, fn)
+    if op not in ("erfinv", "erfcinv"):
+        return args
+    shift, ends = (1.0, (0.0, 2.0)) if op == "erfcinv" else (0.0, (-1.0, 1.0))
+    with np.errstate(all="ignore"):
+        args = [(a / 4 + shift).astype(a.dtype) for a in args]
+    for a in args:
+        if a.size > 3:
+            a.reshape(-1)[1:4:2] = ends
+    return args
 
 
 def binary_program(op: str, dt: str, shapes: list[tuple[int, ...]] = SHAPES) -> Function:

@@ -15,7 +15,11 @@ Every op is in one class of ``PRECISION``, with the reason:
 - ``ulp``: transcendentals. NumPy, glibc's libmvec and CUDA's libdevice are different
   implementations, each a few ulps from the exact value; two of them may differ by
   ``ULPS`` units in the last place. Within one implementation (NumPy against NumPy) they
-  are deterministic and count as ``exact``.
+  are deterministic and count as ``exact``. The special functions (``lgamma``, ``erf``,
+  ``i0e``...) are one algorithm rendered by every backend with the same float64
+  operations, but each platform's ``exp``/``log``/``sin``/``tan``; they are ``ulp`` too,
+  and where the reflection formula of ``lgamma``/``digamma``/``polygamma`` cancels
+  (``x < 0``), the bound also allows ``ULPS`` ulps of the terms that cancel.
 - ``sum``: reductions that reassociate (``sum``, ``sum_to``, ``prod``, ``matmul``,
   ``scatter_add``): BLAS blocking, vector lanes and thread splits order the terms by
   layout and CPU. Two orders of an n-term sum differ by at most ``n * eps * sum|terms|``
@@ -60,7 +64,7 @@ _CLASSES = {
     STEP: "lt le gt ge eq ne and or xor not floor ceil round sign floordiv mod isnan isinf "
           "isfinite argmax argmin",
     ULP: "exp expm1 log log1p log2 sin cos tan tanh sinh cosh arctan arcsin arccos arctan2 "
-         "pow",
+         "pow lgamma digamma polygamma erf erfc erfcx erfinv erfcinv i0 i0e i1 i1e",
     SUM: "sum sum_to prod matmul scatter_add",
     FACTOR: "cholesky triangular_solve lu solve eigh svd svdvals qr",
 }
@@ -138,7 +142,23 @@ def _elementwise(op: str, cls: str, xs: list[np.ndarray], ds: list[np.ndarray],
         ulps = 0 if cls == ULP and same_impl else (ULPS if cls == ULP else 0)
         rounding = np.where(spread > 0, 1.0, 0.0) + ulps
         out = spread + rounding * _spacing(y, spread)
+        if op in _REFLECTED and not same_impl:
+            out = out + _reflection(op, xs[0], attrs, y)
     return np.where(unknown, np.inf, out)
+
+
+_REFLECTED = ("lgamma", "digamma", "polygamma")
+
+
+def _reflection(op: str, x: np.ndarray, attrs: dict[str, Any], y: np.ndarray) -> np.ndarray:
+    """For x < 0, where ``f(x)`` is computed as ``+-f(1 - x)`` minus a term of the
+    reflection formula: ``ULPS`` ulps of those terms' size ``2 |f(1 - x)| + |f(x)|``."""
+    with np.errstate(all="ignore"):
+        xf = x.astype(np.float64)
+        pos = np.abs(get_opdef(op).impl(1.0 - xf, **attrs).astype(np.float64))
+        size = 2 * pos + np.abs(y.astype(np.float64))
+        out = np.where((xf < 0) & np.isfinite(size), ULPS * _eps(y.dtype) * size, 0.0)
+    return np.broadcast_to(out, y.shape)
 
 
 def _abs(x: np.ndarray) -> np.ndarray:

@@ -45,6 +45,8 @@ from backend_cases import (  # noqa: E402
     loop_programs,
     mismatch,
     sample,
+    special_inputs,
+    special_programs,
     unary_program,
 )
 
@@ -59,7 +61,8 @@ class Case:
 
 # -- programs -------------------------------------------------------------------------------------
 def _elementwise_cases(rng: np.random.Generator) -> list[Case]:
-    return _float_cases(rng) + _int_and_bool_cases(rng) + _select_and_convert_cases(rng)
+    return (_float_cases(rng) + _special_cases(rng) + _int_and_bool_cases(rng)
+            + _select_and_convert_cases(rng))
 
 
 def _float_cases(rng: np.random.Generator) -> list[Case]:
@@ -71,6 +74,12 @@ def _float_cases(rng: np.random.Generator) -> list[Case]:
                 fn = program(op, dt)
                 out.append(Case(f"{op}_{dt}", fn, inputs(rng, fn), (op,)))
     return out
+
+
+def _special_cases(rng: np.random.Generator) -> list[Case]:
+    return [Case(f"{op}_{dt}_{fn.ops[0].attrs.get('n', '')}", fn,
+                 special_inputs(rng, op, fn), (op,))
+            for dt in FLOATS for op, fn in special_programs(dt)]
 
 
 def _int_and_bool_cases(rng: np.random.Generator) -> list[Case]:

@@ -34,6 +34,8 @@ from backend_cases import (  # noqa: E402
     iota_program,
     mismatch,
     sample,
+    special_inputs,
+    special_programs,
 )
 from backend_cases import binary_program as _binary_program  # noqa: E402
 from backend_cases import unary_program as _unary_program  # noqa: E402
@@ -71,6 +73,13 @@ def test_float_unary_exact(op: str, dt: str) -> None:
 def test_transcendental_within_ulps(op: str, dt: str) -> None:
     fn = unary_program(op, dt)
     check(fn, inputs(np.random.default_rng(2), fn))
+
+
+@pytest.mark.parametrize("dt", FLOATS)
+def test_special_functions_within_ulps(dt: str) -> None:
+    for op, fn in special_programs(dt):
+        COVERED.add(op)
+        check(fn, special_inputs(np.random.default_rng(len(op)), op, fn))
 
 
 @pytest.mark.parametrize("dt", ["i32", "i64"])

@@ -48,6 +48,8 @@ from backend_cases import (  # noqa: E402
     inputs,
     iota_program,
     sample,
+    special_inputs,
+    special_programs,
     unary_program,
 )
 from mlir_cases import check_batch, compare, merge, needs_mlir, verify_exports  # noqa: E402
@@ -75,6 +77,9 @@ def _elementwise(rng: np.random.Generator) -> list[Program]:
             if op == "pow":  # negative integer powers are an error in NumPy
                 args = [(np.abs(a) % 7 if i % 2 else a).astype(a.dtype) for i, a in enumerate(args)]
             out.append((f"{op} {dt}", fn, args))
+    for dt in FLOATS:
+        for op, fn in special_programs(dt):
+            out.append((f"{op} {dt} {fn.ops[0].attrs}", fn, special_inputs(rng, op, fn)))
     fn = unary_program("not", "bool")
     out.append(("not", fn, inputs(rng, fn)))
     for op in BOOL_BINARY:

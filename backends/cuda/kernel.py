@@ -30,6 +30,7 @@ import numpy as np
 
 from ..kernel import Access, Kernel, contiguous_strides
 from .cexpr import COMBINE, EXPRS, acc_type, convert, ctype, identity, literal
+from .specfun import ATTR_EXPRS
 
 INT32_LIMIT = 2**31 - 1
 
@@ -152,7 +153,9 @@ class Body:
             else:
                 xs = [f"v{a}" for a in n.args]
                 dts = [self.k.nodes[a].dtype for a in n.args]
-                out.append(f"const {t} v{i} = {EXPRS[n.name](xs, dts, n.dtype, self.fast)};")
+                expr = (ATTR_EXPRS[n.name](xs, dts, n.dtype, dict(n.attrs))
+                        if n.name in ATTR_EXPRS else EXPRS[n.name](xs, dts, n.dtype, self.fast))
+                out.append(f"const {t} v{i} = {expr};")
         for vid, acc in self.k.stores:
             val = convert(f"v{vid}", self.k.nodes[vid].dtype, acc.dtype)
             out.append(f"{self.params.ref(acc)}[{index(acc)}] = {val};")

@@ -35,6 +35,7 @@ from .kernel import (
     size_generic,
 )
 from .layout import build_layout
+from .specfun import definitions
 from .special import STATUS_HELPERS
 
 
@@ -72,7 +73,8 @@ class Module:
 
 
 def module_source(kernels: Any) -> str:
-    return "\n\n".join([PRELUDE + STATUS_HELPERS, *kernels]) + "\n"
+    kernels = list(kernels)
+    return "\n\n".join([PRELUDE + STATUS_HELPERS, definitions(kernels), *kernels]) + "\n"
 
 
 class FnGen(FnLowering):

@@ -17,8 +17,9 @@ from yota.ir.ops.shape import broadcastable
 from yota.ir.types import TensorType
 
 from ..failures import guard_record
+from . import specfun as _specfun  # noqa: F401 (registers the special functions)
 from .context import FnCtx, broadcast_map
-from .scalar import SCALAR, convert, emit_scalar
+from .scalar import ATTR_SCALAR, SCALAR, convert, emit_scalar
 from .text import (
     Lines,
     affine_map,
@@ -56,11 +57,11 @@ def _elementwise(c: FnCtx, op: Op) -> None:
     r = op.result
 
     def body(L: Lines, args: list[str]) -> list[str]:
-        return [emit_scalar(L, op.name, args[:len(xs)], dts, r.dtype)]
+        return [emit_scalar(L, op.name, args[:len(xs)], dts, r.dtype, op.attrs)]
     c.bind(r, c.elementwise(xs, r.type, body))
 
 
-for _name in SCALAR:
+for _name in [*SCALAR, *ATTR_SCALAR]:
     if OPS.get(_name) is not None and OPS[_name].elementwise:
         EMITTERS[_name] = _elementwise
 
@@ -389,7 +390,8 @@ def _kernel_body(L: Lines, fn: Function, args: list[str], reductions: dict[Value
             names[o.result] = combine(L, o.name, acc[o.result], x, o.result.dtype)
         else:
             names[o.result] = emit_scalar(L, o.name, [names[v] for v in o.operands],
-                                          [v.dtype for v in o.operands], o.result.dtype)
+                                          [v.dtype for v in o.operands], o.result.dtype,
+                                          o.attrs)
     L.loc = saved
     return [names[v] for v in fn.outputs]
 

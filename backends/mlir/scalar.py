@@ -16,6 +16,8 @@ from .text import Lines, elem
 
 Scalar = Callable[[Lines, list[str], list[np.dtype], np.dtype], str]
 SCALAR: dict[str, Scalar] = {}
+# ops whose scalar form depends on their attributes: emit(lines, xs, dts, out, attrs)
+ATTR_SCALAR: dict[str, Callable[..., str]] = {}
 
 
 def scalar_op(name: str) -> Callable[[Scalar], Scalar]:
@@ -25,7 +27,10 @@ def scalar_op(name: str) -> Callable[[Scalar], Scalar]:
     return deco
 
 
-def emit_scalar(L: Lines, name: str, xs: list[str], dts: list[np.dtype], out: np.dtype) -> str:
+def emit_scalar(L: Lines, name: str, xs: list[str], dts: list[np.dtype], out: np.dtype,
+                attrs: dict[str, object] | None = None) -> str:
+    if name in ATTR_SCALAR:
+        return ATTR_SCALAR[name](L, xs, [np.dtype(d) for d in dts], np.dtype(out), attrs or {})
     if name not in SCALAR:
         raise UnsupportedError(f"the MLIR export has no scalar form of op '{name}'")
     return SCALAR[name](L, xs, [np.dtype(d) for d in dts], np.dtype(out))

@@ -54,9 +54,6 @@ class Emit(Protocol):
     def isnan(self, a: Any) -> Any: ...
 
 
-Num = "F | float"
-
-
 class B:
     """A mask (one bool per lane)."""
 
@@ -138,8 +135,6 @@ class F:
     def ne(self, o: F | float) -> B:
         return self._cmp("ne", o)
 
-    __hash__ = None  # type: ignore[assignment]
-
 
 def _un(name: str) -> Callable[[F], F]:
     def f(x: F) -> F:
@@ -154,10 +149,11 @@ floor, rint, sin, tan, fabs = _un("floor"), _un("rint"), _un("sin"), _un("tan"),
 
 
 def where(c: B, a: F | float, b: F | float) -> F:
-    """``a`` where ``c``, else ``b`` (at least one of them a value)."""
-    like = a if isinstance(a, F) else b
-    assert isinstance(like, F)
-    return F(c.e, c.e.select(c.v, like.k(a).v, like.k(b).v))
+    """``a`` where ``c``, else ``b``."""
+    def v(z: F | float) -> Any:
+        return z.v if isinstance(z, F) else c.e.const(float(z))
+
+    return F(c.e, c.e.select(c.v, v(a), v(b)))
 
 
 def isnan(x: F) -> B:
