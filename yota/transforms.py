@@ -52,6 +52,7 @@ class TransformStats(Counters):
 
 
 stats = TransformStats()
+BATCHED_GUARD = "every example of a vmapped batch"  # (the location of such a guard says so)
 
 
 @dataclass
@@ -208,6 +209,8 @@ def _first_run(program: Program, req: Request) -> tuple[Program, list[Any]]:
         try:
             return program, _run(program, req, True, draws)
         except GuardFailed as e:
+            if BATCHED_GUARD in str(e):  # not a rounding: the examples disagree
+                raise _failed_own_guard(req, program, e) from None
             fn = None if e.steps else pipeline.reanchor(program.fn, e)
             if e.steps:
                 program = _build(req, program.tape, roll=False)
@@ -224,7 +227,7 @@ def _first_run(program: Program, req: Request) -> tuple[Program, list[Any]]:
 
 
 def _failed_own_guard(req: Request, program: Program, e: GuardFailed) -> YotaError:
-    if "vmapped batch" in str(e):
+    if BATCHED_GUARD in str(e):
         return TransformError(
             f"vmap of {_name(req.f)}: the examples of the batch take different branches of "
             f"Python control flow on a batched value ({e}). vmap traces the function once, "

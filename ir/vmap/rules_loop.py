@@ -72,6 +72,38 @@ def batch_body(bt: Any, body: Function, in_bat: list[bool], nc: int
 @batch_rule("call")
 def _call(bt: Any, op: Op, xs: list[Value], bat: list[bool]) -> Batched:
     callee = bt.fn.callees[op.attrs["callee"]]
+    if _opaque(callee):  # a Python function inside: called once per example
+        return sequential(bt, op, xs, bat)
     env = {v: (x, isb) for v, x, isb in zip(callee.inputs, xs, bat, strict=True)}
     type(bt)(bt.b, callee, bt.size, bt.taken).run(env)
     return [env[v] for v in callee.outputs]
+
+
+def _opaque(fn: Function) -> bool:
+    return any(op.name == "callback" for op in fn.ops) or \
+        any(_opaque(c) for c in fn.callees.values())
+
+
+@batch_rule("callback")
+def sequential(bt: Any, op: Op, xs: list[Value], bat: list[bool]) -> Batched:
+    """``op`` once per example: a loop over the batch whose body is ``op`` on the
+    examples' slices of its batched operands (an opaque primitive's Python function,
+    whose batched meaning is unknown; a call of it keeps its derivative rule)."""
+    b = bt.b
+    body = Builder(fresh(f"{op.name}_per_example", bt.taken))
+    stacked = [x for x, isb in zip(xs, bat, strict=True) if isb]
+    inv = [x for x, isb in zip(xs, bat, strict=True) if not isb]
+    ins_s = [body.input(x.type.with_shape(x.shape[1:])) for x in stacked]
+    ins_i = [body.input(x.type) for x in inv]
+    it_s, it_i = iter(ins_s), iter(ins_i)
+    operands = [next(it_s) if isb else next(it_i) for isb in bat]
+    new = op.replace(operands=operands, results=[Value(r.type) for r in op.results])
+    body.ops.append(new)
+    if op.name == "call":
+        body.callees[op.attrs["callee"]] = bt.fn.callees[op.attrs["callee"]]
+    fn = body.build(list(new.results))
+    b.callees[fn.name] = fn
+    made = loop_op(fn, stacked + inv, length=bt.size, carries=0, stacked=len(stacked),
+                   loc=b.loc)
+    b.ops.append(made)
+    return [(r, True) for r in made.results]
