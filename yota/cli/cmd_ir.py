@@ -12,6 +12,7 @@ from yota.ir.parser import parse_module
 from .app import ToolError, main
 from .stages import STAGES, build_stages, echo_function, echo_stages, pass_names, run_passes
 from .targets import load_target, target_options, trace_target
+from .transform_stages import TRANSFORMS, transform_stages
 
 
 @main.command("ir")
@@ -25,9 +26,20 @@ from .targets import load_target, target_options, trace_target
 @click.option("--fast-math", is_flag=True, help="Let passes make rewrites that are not exact "
                                                 "in IEEE arithmetic.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (see below).")
+@click.option("--transform", type=click.Choice(TRANSFORMS), default=None,
+              help="Print the program of yota.jvp / vmap / jacobian / hessian instead of the "
+                   "gradient's (stage 'grad' is then the transformed program, the default).")
+@click.option("--in-axes", default=None, metavar="EXPR",
+              help="With --transform vmap: the batch axis per argument (an int, None, or a "
+                   "tuple with one per argument; default 0).")
+@click.option("--batch-size", type=int, default=8, show_default=True,
+              help="With --transform vmap: the number of examples.")
+@click.option("--argnums", type=int, default=0, show_default=True,
+              help="With --transform jacobian/hessian: the argument to differentiate by.")
 def ir_cmd(target: str, args_expr: str | None, example: str | None, seed: int,
            stage: str | None, all_stages: bool, changed: bool, fast_math: bool,
-           as_json: bool) -> None:
+           as_json: bool, transform: str | None = None, in_axes: str | None = None,
+           batch_size: int = 8, argnums: int = 0) -> None:
     """Print the typed IR of TARGET at one stage of the pipeline, or at every stage.
 
     \b
@@ -44,6 +56,9 @@ def ir_cmd(target: str, args_expr: str | None, example: str | None, seed: int,
       yota-ir ir model.py:loss --example example --stage grad > grad.yir
       yota-ir ir model.py:loss --example example --all-stages --changed
       yota-ir ir model.py:loss --example example --stage planned --json
+      yota-ir ir model.py:predict --example example --transform jvp
+      yota-ir ir model.py:loss --example one --transform vmap --in-axes '(None, 0, 0)'
+      yota-ir ir model.py:predict --example example --transform jacobian --stage fused
 
     \b
     --json prints {"schema", "kind": "ir", "target", "stage", "entry", "functions": [...],
@@ -56,8 +71,12 @@ def ir_cmd(target: str, args_expr: str | None, example: str | None, seed: int,
     if changed and not all_stages:
         raise click.UsageError("--changed goes with --all-stages")
     t = load_target(target, args_expr, example, seed)
-    upto = stage or ("planned" if all_stages else "traced")
-    stages = build_stages(trace_target(t), upto, fast_math=fast_math)
+    upto = stage or ("planned" if all_stages else "grad" if transform else "traced")
+    if transform:  # the transformed program's stages (yota/cli/transform_stages.py)
+        stages = transform_stages(trace_target(t), transform, upto, in_axes=in_axes,
+                                  batch=batch_size, argnums=argnums, fast_math=fast_math)
+    else:
+        stages = build_stages(trace_target(t), upto, fast_math=fast_math)
     extra = {"target": t.spec, "stage": upto}
     if all_stages:
         echo_stages(stages, only_changed=changed, as_json=as_json, extra=extra)
