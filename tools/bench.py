@@ -13,6 +13,7 @@ workload's time is also given as a multiple of its physical bound.
     python tools/bench.py --quick               # smoke run on tiny sizes
     python tools/bench.py --only W3,W5 --systems numpy,yota,jax --backend interp
     python tools/bench.py --load 2              # the same with 2 busy processes running
+    python tools/bench.py --transforms          # jvp, vmap, hessian vs JAX (bench_transforms.py)
 
 Peers are used when importable (``pip install -e '.[bench]'`` gives jax and autograd;
 ``pip install torch==2.13.0`` the CPU build of PyTorch); a missing one is skipped with
@@ -1374,5 +1375,10 @@ if __name__ == "__main__":
         import bench_compile
 
         bench_compile.main([a for a in sys.argv[1:] if a != "--compile"])
+    elif "--transforms" in sys.argv[1:]:  # jvp, vmap, hessian vs JAX: bench_transforms.py
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_transforms
+
+        bench_transforms.main([a for a in sys.argv[1:] if a != "--transforms"])
     else:
         run()
