@@ -138,6 +138,10 @@ case("update_slice", lambda b, x, u: b.update_slice(x, u, start=(1, 0), stop=(3,
 case("matmul", lambda b, x, y: b.matmul(x, y), uni(-1, 1, (3, 4), (4, 2)))
 case("matmul", lambda b, x, y: b.matmul(x, y), uni(-1, 1, (2, 3, 1), (2, 1, 4)), "outer")
 case("matmul", lambda b, x, y: b.matmul(x, y), uni(-1, 1, (3, 4), (4, 1)), "vec")
+# the second operand first: "mixed" batches the left one only
+case("matmul", lambda b, y, x: b.matmul(x, y), uni(-1, 1, (4, 2), (3, 4)), "rows")
+case("matmul", lambda b, y, x: b.matmul(x, y), uni(-1, 1, (1, 4), (3, 1)), "col")
+case("matmul", lambda b, y, x: b.matmul(x, y), uni(-1, 1, (2, 4, 2), (2, 3, 4)), "batch")
 
 
 def _spd(b: Builder, a: Value) -> Value:

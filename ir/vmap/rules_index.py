@@ -75,6 +75,9 @@ def _matmul(bt: Any, op: Op, xs: list[Value], bat: list[bool]) -> Batched:
             shape = x.shape[:-1] + y.shape[-1:]
             return [(b.mul(b.broadcast_to(x, shape), b.broadcast_to(y, shape)), True)]
         return [(b.matmul(x, y), True)]
+    if bat[0] and y.ndim == 2 and x.shape[-1] == 1:  # outer products with a fixed row
+        shape = x.shape[:-1] + y.shape[-1:]
+        return [(b.mul(b.broadcast_to(x, shape), b.broadcast_to(y, shape)), True)]
     if bat[0] and y.ndim == 2:  # [n*..*m, k] @ [k, p]
         rows = b.reshape_to(x, (int(np.prod(x.shape[:-1])), x.shape[-1]))
         return [(b.reshape_to(b.matmul(rows, y), x.shape[:-1] + y.shape[-1:]), True)]

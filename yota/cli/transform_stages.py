@@ -8,10 +8,10 @@ import ast
 from typing import Any
 
 from yota import pipeline
-from yota.ir import passes as _passes
 from yota.ir.core import Function
 from yota.ir.errors import YotaError
 from yota.tape import Tape
+from yota.transforms import passes_of
 
 from .app import ToolError
 
@@ -34,7 +34,7 @@ def transform_stages(tape: Tape, transform: str, upto: str, *, in_axes: str | No
     out.append((transform, t))
     if upto == "grad":
         return out
-    names = [n for n, _ in _passes.PIPELINE]
+    names = passes_of(transform)  # (as the front end runs them)
     run = pipeline.timed_passes(t, names[:_stage_end(names, upto)], fast_math=fast_math,
                                 keep=True)
     return out + run[1:]
