@@ -74,6 +74,10 @@ def raise_failure(rec: dict[str, Any], status: Any) -> NoReturn:
     uint8 array), the offending value at byte 8."""
     if rec["kind"] == "linalg":
         raise linalg_failure(rec, int(np.frombuffer(status, np.int64, count=1, offset=8)[0]))
+    if rec["kind"] == "callback":  # an opaque primitive raised: its kept exception
+        from .callback import failure
+
+        raise failure(rec, int(np.frombuffer(status, np.int64, count=1, offset=8)[0]))
     if rec["kind"] == "guard":
         value = np.frombuffer(status, np.dtype(rec["dtype"]), count=1, offset=8)[0]
         e = GuardFailed(_guard_message(rec["attrs"], value, rec["loc"]),

@@ -10,7 +10,9 @@ separate launches (the cuda backend), a list of *steps* a runtime replays in ord
   values alternate between two buffers, stacked operands and results advance one slab
   per step;
 - ``Linalg``: a LAPACK-level op (``yota.ir.ops.lapack``) through the device's solver
-  library (cuSOLVER through ``cupy.linalg``) on strided views.
+  library (cuSOLVER through ``cupy.linalg``) on strided views;
+- ``Callback``: an opaque primitive's Python function (``yota.ir.ops.callback``) on host
+  copies of its operands, its results copied back to the device.
 
 ``StepTimes`` is what a profiled variant of any backend reports for one call: the clock
 at the call's start and end and around each of its steps (``yota.profile``).
@@ -97,7 +99,16 @@ class Linalg:
     failure: int  # the failure code raised when the op fails on its values (0: none)
 
 
-Step = Launch | Memset | Gemm | Call | Loop | Linalg
+@dataclass(frozen=True)
+class Callback:
+    fn: str  # the registered function and the call's constant arguments (op attributes)
+    static: str
+    ins: tuple[View, ...]
+    outs: tuple[View, ...]
+    loc: str | None  # the user's line, for errors
+
+
+Step = Launch | Memset | Gemm | Call | Loop | Linalg | Callback
 
 
 @dataclass

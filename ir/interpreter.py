@@ -13,6 +13,7 @@ import numpy as np
 from .core import Function, Op, Value
 from .errors import GuardFailed, IRTypeError, LinAlgError, SignatureError
 from .ops import get_opdef
+from .ops.callback import CallbackError
 from .ops.lapack import FAILURES as LINALG_FAILURES
 from .ops.lapack import linalg_error
 from .ops.misc import guard_holds
@@ -79,6 +80,10 @@ def _apply(impl: Any, op: Op, xs: list[np.ndarray]) -> Any:
         if op.name not in LINALG_FAILURES or isinstance(e, LinAlgError):
             raise
         raise linalg_error(op.name, op.loc) from e
+    except CallbackError as e:  # an opaque primitive failed: at the user's line
+        if not op.loc:
+            raise
+        raise CallbackError(f"{e} (at {op.loc})") from (e.__cause__ or e)
 
 
 def _as_type(val: Any, r: Value, opname: str) -> np.ndarray:

@@ -60,7 +60,7 @@ _CLASSES = {
           "min "
           "update_slice scatter "
           "maximum minimum neg abs",
-    EXACT: "add sub mul div sqrt square reciprocal convert pivots",
+    EXACT: "add sub mul div sqrt square reciprocal convert pivots callback",
     STEP: "lt le gt ge eq ne and or xor not floor ceil round sign floordiv mod isnan isinf "
           "isfinite argmax argmin",
     ULP: "exp expm1 log log1p log2 sin cos tan tanh sinh cosh arctan arcsin arccos arctan2 "

@@ -287,6 +287,15 @@ def _misc_cases(rng: np.random.Generator) -> list[Case]:
     fn = b.build([r[0], r[1]])
     x0 = np.array([[0.5, 1.0], [1.0, 1.0], [2.9, 1.0]])
     out.append(Case("call_guard", fn, [x0], ("call", "guard")))
+    from yota.ir.ops.callback import CALLBACKS
+
+    CALLBACKS["tests.cuda_twice#0"] = lambda static, xs: [xs[0] * 2.0]
+    b = Builder("cb")
+    x = b.input(TensorType("f64", (3, 2)))
+    y = b.callback(b.transpose(x, perm=(1, 0)), fn="tests.cuda_twice#0", static="",
+                   results=(("float64", (2, 3)),))
+    out.append(Case("callback", b.build([b.add(y, b.const(1.0, "f64", (2, 3)))]),
+                    [rng.standard_normal((3, 2))], ("callback",)))
     fns = [irgen.w2_loss(1000), irgen.mlp_loss(8, (6, 5, 4, 10))]
     fns += [_logsumexp(s, a, dt) for s, a, dt in [((300, 37), 1, "f32"), ((300, 37), 0, "f64"),
                                                   ((5, 3000), 1, "f64"), ((3000, 5), 0, "f32")]]

@@ -34,6 +34,7 @@ from yota.ir import (
     run,
     verify,
 )
+from yota.ir.ops.callback import CALLBACKS
 
 import yota
 
@@ -181,6 +182,9 @@ for _lo, _tr, _unit in [(True, False, False), (False, True, True)]:
                                    unit_diagonal=_unit), t(F32, 2, 3, 3), t(F32, 2, 3, 1))
 case("lu", _emit("lu"), t(F64, 2, 4, 4))
 case("pivots", _emit("pivots"), t(I64, 2, 4))
+CALLBACKS["tests.f#0"] = lambda static, xs: [xs[0] * 2.0, np.int64(xs[1] > 0)]
+case("callback", _emit("callback", fn="tests.f#0", static="(2, {}, [1], {'k': 'a b'})",
+                       results=(("float32", (2, 3)), ("int64", ()))), t(F32, 2, 3), t(F64))
 case("solve", _emit("solve"), t(F64, 3, 3), t(F64, 3, 2))
 case("eigh", _emit("eigh", lower=False), t(F32, 3, 3))
 case("svd", _emit("svd", full_matrices=True), t(F64, 2, 4, 3))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -296,6 +297,28 @@ def test_matmul(dt: str) -> None:
     rng = np.random.default_rng(15)
     args = [sample(rng, v.shape, dt, special=False) for v in fn.inputs]
     check(fn, args)
+
+
+# -- callback: a Python function called from native code (tests/test_opaque.py in depth) ----------
+def _scaled(static: Any, xs: list[np.ndarray]) -> list[Any]:
+    return [xs[0] * static + xs[1].sum(), xs[1].T.copy()]
+
+
+def test_callback() -> None:
+    from yota.ir.ops.callback import CALLBACKS
+
+    COVERED.add("callback")
+    CALLBACKS["tests.llvm_scaled#0"] = _scaled
+    b = Builder("cb")
+    x, y = b.input(TensorType("f32", (3, 4))), b.input(TensorType("f64", (2, 3)))
+    r = b.callback(b.transpose(x, perm=(1, 0)), b.slice(y, start=(0, 0), stop=(2, 3),
+                                                        step=(1, 2)),
+                   fn="tests.llvm_scaled#0", static="3.0",
+                   results=(("float32", (4, 3)), ("float64", (2, 2))))
+    fn = b.build([b.exp(r[0]), r[1]])
+    rng = np.random.default_rng(17)
+    check(fn, [sample(rng, (3, 4), "f32", special=False), sample(rng, (2, 3), "f64",
+                                                                   special=False)])
 
 
 # -- LAPACK-level ops (tests/test_linalg_native.py tests them in depth) ----------------------------

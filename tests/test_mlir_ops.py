@@ -254,6 +254,14 @@ def _misc(rng: np.random.Generator) -> list[Program]:
         assert any(op.name == "fused" for op in g.ops)
         progs.append((f"fused {fn.name}", g, irgen.example_inputs(g, rng)))
     progs.append(("call and guard", _call_guard(), [_CALL_GOOD]))
+    from yota.ir.ops.callback import CALLBACKS
+
+    CALLBACKS["tests.mlir_twice#0"] = lambda static, xs: [xs[0] * 2.0, xs[0].sum()]
+    b = Builder("cb")
+    x = b.input(TensorType("f64", (3, 2)))
+    y = b.callback(b.transpose(x, perm=(1, 0)), fn="tests.mlir_twice#0", static="",
+                   results=(("float64", (2, 3)), ("float64", ())))
+    progs.append(("callback", b.build([b.exp(y[0]), y[1]]), [rng.standard_normal((3, 2))]))
     for dt in FLOATS:  # iota alone, and fused into eye, tri, arange and trace kernels
         fn = iota_program(dt)
         progs += [(f"iota {dt}", fn, inputs(rng, fn)), (f"iota fused {dt}", optimize(fn),

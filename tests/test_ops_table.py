@@ -559,6 +559,30 @@ def test_pivots(seed: int, batch: tuple[int, ...], n: int, layout: str) -> None:
         assert cur == perm[idx].tolist()
 
 
+def _pair(static: Any, xs: list[np.ndarray]) -> list[Any]:
+    """A registered callback: ``x * k + y`` (``k`` from the constant arguments) and a sum."""
+    x, y = xs
+    return [x * static["k"] + y, float(np.sum(x))]
+
+
+@covers("callback")
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(), (0,), (2, 3)])
+def test_callback(dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """The registered Python function on the operands (a view among them), the results
+    converted to the types the op names (a Python float to f32[], float64 to float32)."""
+    from yota.ir.ops.callback import CALLBACKS
+
+    CALLBACKS["tests.pair#0"] = _pair
+    rng = np.random.default_rng(0)
+    x = sample(rng, shape, dtype, layout="T")
+    y = sample(rng, shape, dtype)
+    results = ((dtype.name, shape), (dtype.name, ()))
+    assert_runs_as(lambda b, u, v: b.callback(u, v, fn="tests.pair#0", static="{'k': 2.0}",
+                                              results=results),
+                   [x, y], [(x * 2.0 + y).astype(dtype), np.asarray(np.sum(x), dtype)])
+
+
 REDUCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
@@ -650,6 +674,8 @@ ERRORS.update({
     "svdvals": (lambda b: b.svdvals(b.input(t(F32, 4))), ["f32[4]"]),
     "qr": (lambda b: b.qr(b.input(t(BOOL, 2, 2))), ["bool[2,2]"]),
     "pivots": (lambda b: b.pivots(b.input(t(I32, 3))), ["int64", "i32[3]"]),
+    "callback": (lambda b: b.callback(b.input(t(F32, 3)), fn="f", static="",
+                                      results=(("f32",),)), ["[dtype, shape]"]),
     "call": (lambda b: b.emit("call", b.input(t(F32, 3)), callee="g"), ["call", "callee"]),
     "fused": (lambda b: b.emit("fused", b.input(t(F32, 3)), callee="k"), ["fused", "body"]),
 })

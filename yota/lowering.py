@@ -263,7 +263,10 @@ def lower_primitive(L: Lowering, e: Entry) -> tuple[Value, ...]:
     prim, examples = e.extra
     dyn = [i for i, a in enumerate(e.args) if not _is_static(a)]
     operands = [L.operand(e.args[i], None, None) for i in dyn]
-    callee = _body(prim, e, examples, dyn, [v.type for v in operands])
+    if prim.opaque:  # a body that calls the function at run time
+        callee = prim.ir_body(e, dyn, [v.type for v in operands])
+    else:
+        callee = _body(prim, e, examples, dyn, [v.type for v in operands])
     existing = L.b.callees.get(callee.name)
     if existing is not None and str(existing) != str(callee):
         callee = callee.replace(name=f"{callee.name}_{len(L.b.callees)}")

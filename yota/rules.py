@@ -18,7 +18,7 @@ from yota.ir.autodiff import register_call_rule, register_nodiff
 from yota.ir.core import Builder, Function, Op, Value, make_op
 from yota.ir.errors import YotaError
 
-from .primitives import Primitive, primitive_key
+from .primitives import EXAMPLES, Primitive, primitive_key
 
 _RULES: dict[str, dict[str, Callable[..., Any]]] = {}
 _TRACED: dict[tuple[Any, ...], Function] = {}
@@ -112,8 +112,10 @@ def _traced_rule(key: str, name: str, rule: Callable[..., Any], op: Op,
         return rule(*pos, y=ys[0] if n_out == 1 else ys, dy=dys[0] if n_out == 1 else dys,
                     **kw)
 
-    examples = [np.ones(t.shape, t.dtype) for t in types] + [
-        np.ones(t.shape, t.dtype) for t in types[n_in:]]
+    # an opaque primitive's last traced call gives the values (its rule may call opaque
+    # primitives, which run on them while tracing); else ones
+    primal = EXAMPLES.get((key, types)) or [np.ones(t.shape, t.dtype) for t in types]
+    examples = list(primal) + [np.ones(t.shape, t.dtype) for t in types[n_in:]]
     _, tape = trace(body, *examples)
     tape.argnames = [*argnames, *(["y"] if n_out == 1 else [f"y{i}" for i in range(n_out)]),
                      *(["dy"] if n_out == 1 else [f"dy{i}" for i in range(n_out)])]

@@ -463,8 +463,9 @@ class Tracer:
             "list holding traced values (write np.exp(np.array([a, b]))), when a plain "
             "array is indexed by a traced index (write np.take(X, idx, axis=0)), with "
             "numpy functions imported by name before the call (from numpy import array), "
-            "or in a library that is not NumPy (wrap that code in a @yota.primitive with a "
-            "@yota.diffrule)"
+            "or in a library that is not NumPy (wrap that code in a function decorated "
+            "@yota.primitive(opaque=True): it is called on plain arrays when the program "
+            "runs, and its @yota.diffrule gives its gradient)"
         )
 
     def __getattr__(self, name: str) -> Any:
@@ -475,7 +476,7 @@ class Tracer:
         raise UnsupportedAttribute(
             f"ndarray.{name} is used on a traced value at {where()}, and Yota does not trace "
             f"it: use the NumPy function (np.{name}(x, ...)) if Yota supports it, or wrap the "
-            "code in a @yota.primitive with a @yota.diffrule")
+            "code in a @yota.primitive(opaque=True) function with a @yota.diffrule")
 
     # -- Python operators: NumPy's ufuncs, with Python's weak scalars -----------------------
     __add__, __radd__ = _binary("add"), _binary("add", reflected=True)

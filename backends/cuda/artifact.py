@@ -22,7 +22,7 @@ from yota.ir.types import TensorType
 
 from ..artifact import Artifact as BaseArtifact
 from ..layout import Storage
-from ..program import Call, FnPlan, Gemm, Launch, Linalg, Loop, Memset, View
+from ..program import Call, Callback, FnPlan, Gemm, Launch, Linalg, Loop, Memset, View
 from .kernel import Config
 from .lower import Module
 
@@ -103,6 +103,9 @@ def _step(s: Any) -> dict[str, Any]:
         return {"linalg": s.op, "attrs": [[k, bool(v)] for k, v in s.attrs],
                 "ins": [_view(v) for v in s.ins], "outs": [_view(v) for v in s.outs],
                 "failure": int(s.failure)}
+    if type(s) is Callback:
+        return {"callback": s.fn, "static": s.static, "ins": [_view(v) for v in s.ins],
+                "outs": [_view(v) for v in s.outs], "loc": s.loc}
     if type(s) is Call:
         return {"call": s.callee, "ins": [_ref(r) for r in s.ins],
                 "outs": [_ref(r) for r in s.outs], "ws": _ref(s.ws)}
@@ -127,6 +130,9 @@ def _unstep(d: dict[str, Any]) -> Any:
         return Linalg(d["linalg"], tuple((k, bool(v)) for k, v in d["attrs"]),
                       tuple(_unview(v) for v in d["ins"]),
                       tuple(_unview(v) for v in d["outs"]), int(d["failure"]))
+    if "callback" in d:
+        return Callback(d["callback"], d["static"], tuple(_unview(v) for v in d["ins"]),
+                        tuple(_unview(v) for v in d["outs"]), d["loc"])
     if "loop" in d:
         return Loop(d["loop"], int(d["length"]), bool(d["reverse"]),
                     tuple((tuple(a), tuple(b)) for a, b in d["carries"]),

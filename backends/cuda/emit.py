@@ -14,7 +14,7 @@ from yota.ir.ops.lapack import LAPACK_OPS
 from ..emit import new_table
 from ..failures import guard_record, index_record, linalg_record
 from ..layout import Loc
-from ..program import STATUS, Call, Gemm, Linalg, Loop, Memset, View
+from ..program import STATUS, Call, Callback, Gemm, Linalg, Loop, Memset, View
 from .lower import FnGen
 from .special import (
     Strided,
@@ -91,6 +91,16 @@ def _lapack(g: FnGen, op: Op) -> None:
     g.steps.append(Linalg(op.name, tuple(sorted(op.attrs.items())),
                           tuple(_view_of(g, g.loc(v), v) for v in op.operands),
                           tuple(_view_of(g, g.loc(r), r) for r in op.results), code))
+
+
+# -- opaque primitives: their Python function on the host -----------------------------------------
+@emitter("callback")
+def _callback(g: FnGen, op: Op) -> None:
+    """A step the runtime runs on the host: the operands copied from the device, the
+    function called, its results copied to the device."""
+    g.steps.append(Callback(op.attrs["fn"], op.attrs["static"],
+                            tuple(_view_of(g, g.loc(v), v) for v in op.operands),
+                            tuple(_view_of(g, g.loc(r), r) for r in op.results), op.loc))
 
 
 # -- indexing ------------------------------------------------------------------------------------

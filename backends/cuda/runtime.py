@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..failures import linalg_failure, raise_failure
-from ..program import STATUS, Call, FnPlan, Gemm, Launch, Linalg, Loop, Memset
+from ..program import STATUS, Call, Callback, FnPlan, Gemm, Launch, Linalg, Loop, Memset
 from ..signature import check_arity, check_input
 from .kernel import Config
 from .lower import Module
@@ -300,6 +300,11 @@ class CudaExecutable:
                                          for v in vs)
                 prog.append((Linalg, step.op, dict(step.attrs), views(step.ins),
                              views(step.outs), step.failure))
+            elif type(step) is Callback:
+                views = lambda vs: tuple((slot(v.ref), v.shape, v.strides, v.dtype)  # noqa: E731
+                                         for v in vs)
+                prog.append((Callback, step.fn, step.static, views(step.ins), views(step.outs),
+                             step.loc))
             elif type(step) is Loop:
                 prog.append((Loop, self.module.plans[step.callee], step.length, step.reverse,
                              tuple((slot(a), slot(b)) for a, b in step.carries),
@@ -334,6 +339,8 @@ class CudaExecutable:
                              for (i, o), shape, strides, dt in step[1:]))
             elif kind is Linalg:
                 self._linalg(step, addrs)
+            elif kind is Callback:
+                self._callback(step, addrs)
             elif kind is Loop:
                 self._loop(step, addrs, status)
             else:
@@ -376,6 +383,26 @@ class CudaExecutable:
             if not code:
                 raise
             raise linalg_failure(self.module.failures[code - 1], 1) from e
+
+    def _callback(self, step: tuple[Any, ...], addrs: list[int]) -> None:
+        """An opaque primitive: operands copied to the host, the function called there,
+        its results copied into their places on the device."""
+        from yota.ir.ops.callback import CallbackError, invoke
+        from yota.ir.types import TensorType
+
+        _, fn, static, ins, outs, loc = step
+        dev = self.device
+        dev.synchronize()
+        views = lambda vs: [dev.view(addrs[i] + o, shape, strides, dt)  # noqa: E731
+                            for (i, o), shape, strides, dt in vs]
+        host = [x.get() if hasattr(x, "get") else np.array(x) for x in views(ins)]
+        try:
+            got = invoke(fn, static, host, [TensorType(dt, shape) for _, shape, _, dt in outs])
+        except CallbackError as e:
+            raise CallbackError(f"{e} (at {loc})" if loc else str(e)) from (e.__cause__ or e)
+        for v, r in zip(views(outs), got, strict=True):
+            if r.size:
+                v[...] = dev.upload(r)
 
     def _check(self, raw: bytes) -> None:
         code = int(np.frombuffer(raw, np.uint64, count=1)[0])

@@ -133,8 +133,9 @@ def _load(obj: bytes, target: Any) -> Any:
 
 def _ensure_runtime() -> None:
     """Bind the helper pool's symbols (once per process: ``pool.ensure_pool``)."""
-    from . import objload, pool
+    from . import callback, objload, pool
 
+    callback.bind()  # yota_callback: opaque primitives' calls out to Python
     pool.ensure_pool()
     for name, addr in getattr(pool, "_addresses", {}).items():
         if name not in objload.SYMBOLS:  # bound for MCJIT only (llvm.add_symbol)

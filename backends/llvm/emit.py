@@ -18,6 +18,7 @@ from ..failures import guard_record, index_record
 from ..kernel import Kernel, fill_kernel
 from ..layout import Loc
 from ..lowering import KernelArgs
+from .callback import CALLBACK_EMITTERS
 from .lapack import LAPACK_EMITTERS
 from .layout import blas_matrix
 from .loops import linear, loop, nest
@@ -27,6 +28,7 @@ from .types import F32, F64, I1, I32, I64, PTR, declare, i64, mem_type, reg_type
 
 EMITTERS, emitter = new_table()
 EMITTERS.update(LAPACK_EMITTERS)  # cholesky, solve, eigh, svd, qr...: calls into LAPACK
+EMITTERS.update(CALLBACK_EMITTERS)  # callback: a call out to Python (opaque primitives)
 
 
 @emitter("concatenate")

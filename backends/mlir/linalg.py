@@ -30,6 +30,8 @@ callee's name (``_lower1``, ``_full_matrices0``...), the op's location is the ca
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
 import llvmlite.ir as lir
@@ -40,11 +42,17 @@ from .emit import emitter
 from .text import elem, memref, tensor
 
 OPS = ("cholesky", "triangular_solve", "lu", "solve", "eigh", "svd", "svdvals", "qr",
-       "pivots")
+       "pivots", "callback")
 
 
 def callee(op: Op) -> str:
-    """``yota_linalg_<op>_<dtype>`` and the op's bool attributes (``_lower1``)."""
+    """``yota_linalg_<op>_<dtype>`` and the op's bool attributes (``_lower1``); an opaque
+    primitive's ``callback``: ``yota_callback_<name>_<digest of the call>``."""
+    if op.name == "callback":
+        fn, static = op.attrs["fn"], op.attrs["static"]
+        name = re.sub(r"\W", "_", fn.split("#")[0].rsplit(".", 1)[-1])
+        digest = hashlib.sha256(f"{fn}\0{static}".encode()).hexdigest()[:12]
+        return f"yota_callback_{name}_{digest}"
     flags = "".join(f"_{k}{int(bool(v))}" for k, v in sorted(op.attrs.items()))
     dt = op.operands[0].dtype
     return f"yota_linalg_{op.name}_{dt.kind}{dt.itemsize * 8}{flags}"

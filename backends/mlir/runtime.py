@@ -54,6 +54,9 @@ def bind_runtime() -> None:
     """Make MLIR's runtime helpers (``memrefCopy``) resolvable by the JIT (once)."""
     if _bound:
         return
+    from ..llvm import callback
+
+    callback.bind()  # yota_callback: opaque primitives' calls out to Python
     lib = tools.runtime_library()
     if lib is not None:
         llvm.load_library_permanently(lib)

@@ -2,13 +2,14 @@
 
 ``table`` holds ``OpDef`` and the registry; the families live in their own modules
 (``elementwise``, ``reduce``, ``shape``, ``index``, ``linalg``, ``lapack``, ``misc``,
-``fused``) and each registers its ops with :func:`register`. Importing this package
+``fused``, ``callback``) and each registers its ops with :func:`register`. Importing this package
 imports them all.
 """
 
 from __future__ import annotations
 
 from . import (  # noqa: F401 - registers
+    callback,
     elementwise,
     fused,
     index,

@@ -223,5 +223,6 @@ def public_name(func: Callable[..., Any]) -> str:
 def _unsupported(what: str) -> UnsupportedError:
     return UnsupportedError(
         f"{what} is not supported on traced arrays (at {where()}). Write it with supported "
-        f"NumPy functions, or declare it a @yota.primitive and give it a @yota.diffrule"
+        f"NumPy functions, or call it from a function decorated @yota.primitive(opaque=True) "
+        f"(run on plain arrays when the program runs) and give that a @yota.diffrule"
     )
