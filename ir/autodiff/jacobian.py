@@ -22,9 +22,10 @@ elements, ``jacrev`` one batched vjp over the outputs'. ``hessian(fn, wrt)`` is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from ..core import Builder, Function, Value
+from ..core import Builder, Function, Op, Value
 from ..ops import iota
 from ..types import is_float
 from ..verifier import maybe_verify
@@ -49,7 +50,8 @@ def jacfwd(fn: Function, wrt: Sequence[int], outs: Sequence[int]) -> Function:
     b = _wrapper(fn, "jacfwd")
     basis = [_basis(b, total, off, fn.inputs[i]) for i, off in zip(wrt, _offsets(sizes),
                                                                    strict=True)]
-    ts = _inline(b, batched, list(b.inputs) + basis)
+    ident = {basis[0]} if len(wrt) == 1 else set()  # then the whole identity
+    ts = _inline(b, batched, list(b.inputs) + basis, ident)
     blocks, labels = [], []
     for t, o in zip(ts, outs, strict=True):
         out = fn.outputs[o]
@@ -186,16 +188,43 @@ def _permute(b: Builder, x: Value, perm: tuple[int, ...]) -> Value:
     return b.transpose(x, perm=perm)
 
 
-def _inline(b: Builder, fn: Function, operands: Sequence[Value]) -> list[Value]:
-    """Copy ``fn``'s ops into ``b`` reading ``operands`` (fresh results); its outputs."""
+def _inline(b: Builder, fn: Function, operands: Sequence[Value],
+            ident: set[Value] | None = None) -> list[Value]:
+    """Copy ``fn``'s ops into ``b`` reading ``operands`` (fresh results); its outputs.
+    ``ident``: operands that hold an identity matrix ``[N, ...]`` (the basis of a
+    forward Jacobian): a product by one of them, seen through reshapes, is its other
+    factor (a first linear layer ``W x`` pushes ``W Iᵀ``: no GEMM by the identity)."""
     env: dict[Value, Value] = dict(zip(fn.inputs, operands, strict=True))
+    ident = set(ident or ())
     for op in fn.ops:
-        new = op.replace(operands=[env[v] for v in op.operands],
-                         results=[Value(r.type) for r in op.results])
+        xs = [env[v] for v in op.operands]
+        same = _identity_product(op, xs, ident)
+        if same is not None:
+            env[op.results[0]] = same
+            continue
+        new = op.replace(operands=xs, results=[Value(r.type) for r in op.results])
         env.update(zip(op.results, new.results, strict=True))
         b.ops.append(new)
+        if op.name in ("reshape", "transpose") and xs[0] in ident and _square(new.result):
+            ident.add(new.result)
     b.callees.update(fn.callees)
     return [env[v] for v in fn.outputs]
+
+
+def _square(v: Value) -> bool:
+    """``[N, ...]`` with N elements after the first axis (an identity can be so shaped)."""
+    return v.ndim >= 1 and math.prod(v.shape[1:]) == v.shape[0]
+
+
+def _identity_product(op: Op, xs: list[Value], ident: set[Value]) -> Value | None:
+    if op.name != "matmul" or xs[0].ndim != 2:
+        return None
+    x, y = xs
+    if x in ident and y.type == op.results[0].type:
+        return y
+    if y in ident and x.type == op.results[0].type:
+        return x
+    return None
 
 
 def _label(fn: Function, o: int | None, i: int | None) -> str:
