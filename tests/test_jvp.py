@@ -197,3 +197,26 @@ def test_hvp_by_argnums_and_structures() -> None:
     np.testing.assert_allclose(hp["c"], np.cos(p["w"]) * vp["w"])
     with pytest.raises(TransformError, match="scalar"):
         yota.hvp(lambda x: x * 2.0, (a,), va)
+
+
+def test_programs_are_cached_on_disk_across_processes(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import numpy as np, yota, yota.cache
+        f = lambda x, W: np.tanh(W @ x)
+        x, W = np.ones(3), np.eye(3) * 0.5
+        yota.jvp(f, (x, W), (x, W))
+        yota.vmap(f, in_axes=(0, None))(np.ones((2, 3)), W)
+        yota.hessian(lambda x: np.sum(f(x, W) ** 2), x)
+        s = yota.cache.stats
+        print(s.hits, s.compiles)
+    """)
+    env = {**os.environ, "YOTA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    assert runs[0].stdout.split() == ["0", "3"] and runs[1].stdout.split() == ["3", "0"]
