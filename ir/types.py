@@ -95,7 +95,7 @@ class TensorType:
             return True
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self.dtype == other.dtype and self.shape == other.shape  # type: ignore[attr-defined]
+        return self.dtype == other.dtype and self.shape == other.shape
 
     @property
     def ndim(self) -> int:
