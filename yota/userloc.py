@@ -23,7 +23,8 @@ from .tape import Loc
 _YOTA_DIR = os.path.dirname(os.path.abspath(__file__))
 _IR_DIR = os.path.join(os.path.dirname(_YOTA_DIR), "ir")
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
-_SKIP = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep, "<frozen ", "<__array")
+_SKIP: tuple[str, ...] = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep,
+                          "<frozen ", "<__array")
 
 
 # Asked once per traced op: which files are Yota's or NumPy's, and one Loc per place (the
@@ -31,6 +32,16 @@ _SKIP = (_YOTA_DIR + os.sep, _NUMPY_DIR + os.sep, _IR_DIR + os.sep, "<frozen ", 
 _INTERNAL: dict[str, bool] = {}
 _LOCS: dict[tuple[str, int, str], Loc] = {}
 _LOCS_LIMIT = 1 << 16
+
+
+def skip_files(directory: str) -> None:
+    """Count the files under ``directory`` as library code, as Yota's and NumPy's (SciPy's,
+    while Yota intercepts its functions: the user's line is the one that called SciPy)."""
+    global _SKIP
+    prefix = os.path.join(os.path.abspath(directory), "")
+    if prefix not in _SKIP:
+        _SKIP = (*_SKIP, prefix)
+        _INTERNAL.clear()
 
 
 def user_loc(depth: int = 1) -> Loc | None:

@@ -2,8 +2,8 @@
 
 ``table`` holds ``OpDef`` and the registry; the families live in their own modules
 (``elementwise``, ``reduce``, ``shape``, ``index``, ``linalg``, ``lapack``, ``misc``,
-``fused``, ``callback``) and each registers its ops with :func:`register`. Importing this package
-imports them all.
+``fused``, ``callback``, ``special``) and each registers its ops with :func:`register`.
+Importing this package imports them all.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from . import (  # noqa: F401 - registers
     misc,
     reduce,
     shape,
+    special,
 )
 from .table import (
     OPS,

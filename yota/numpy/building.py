@@ -26,6 +26,7 @@ from yota.ir.types import TensorType
 
 from ..patching import NumpyPatch
 from ..userloc import where
+from . import scipy_api
 from .registry import QUERIES, LoweringContext, register
 
 QUERIES.update({np.shape: np.shape, np.ndim: np.ndim, np.size: np.size})
@@ -180,5 +181,5 @@ def constructors(is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> 
     ...     np.array([1.0, 2.0]).tolist()
     [1.0, 2.0]
     """
-    with _PATCH.active(_Hooks(is_traced, call)):
+    with _PATCH.active(_Hooks(is_traced, call)), scipy_api.active(is_traced, call):
         yield

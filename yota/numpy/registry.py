@@ -14,6 +14,7 @@ knows about tracers.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -83,7 +84,7 @@ class NumpyOp:
 # cost ``import yota`` ~5 ms and most programs use none of them. No entry or NumPy
 # function is registered twice, so the order families load in does not matter.
 LAZY_FAMILIES = ("mathfuncs", "scans", "sorting", "statistics", "einsum", "linalg",
-                 "joining", "movement", "convolve")
+                 "joining", "movement", "convolve", "special", "special_funcs")
 _families_loaded = False
 
 
@@ -165,8 +166,9 @@ def lookup(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NumpyOp:
         try:
             entry.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise UnsupportedError(f"np.{name} at {where()}: {e} (Yota supports "
-                                   f"np.{name}{entry.signature})") from None
+            shown = name if "." in name else f"np.{name}"
+            raise UnsupportedError(f"{shown} at {where()}: {e} (Yota supports "
+                                   f"{shown}{entry.signature})") from None
         entry.accepted.add(shape)
     if kwargs:
         _refuse_kwargs(name, kwargs)
@@ -198,8 +200,21 @@ def resolve_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...],
                                "supported on traced arrays")
     name = BY_FUNC.get(ufunc)
     if name is None:
-        raise _unsupported(f"np.{ufunc.__name__}")
+        name = _scipy_ufunc(ufunc)
     return name, inputs, kwargs
+
+
+def _scipy_ufunc(ufunc: np.ufunc) -> str:
+    """The entry of a ufunc of ``scipy.special`` (``scipy.special.<name>``, found by name:
+    nothing imports SciPy unless the user's code did), remembered in ``BY_FUNC``."""
+    special = sys.modules.get("scipy.special")
+    if special is None or getattr(special, ufunc.__name__, None) is not ufunc:
+        raise _unsupported(f"np.{ufunc.__name__}")
+    name = f"scipy.special.{ufunc.__name__}"
+    if name not in TABLE:
+        raise _unsupported(name)
+    BY_FUNC[ufunc] = name
+    return name
 
 
 def resolve_function(func: Callable[..., Any]) -> str:
