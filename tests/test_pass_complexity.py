@@ -25,6 +25,7 @@ import yota.backends
 import yota.ir
 from irgen import close_results, example_inputs
 from yota.backends import llvm
+from yota.backends.llvm import abi
 from yota.backends.llvm import lower as llvm_lower
 from yota.backends.llvm.abi import ENTRY, ENTRY_OBJ
 from yota.backends.llvm.module import lower_module
@@ -297,3 +298,19 @@ def test_a_long_chain_of_writes_sinks_without_recursion() -> None:
     assert sorted(map(id, out.ops)) == sorted(map(id, fn.ops))
     writes = [i for i, op in enumerate(out.ops) if op.name == "update_slice"]
     assert writes == list(range(writes[0], writes[0] + 3000))  # together, before the sum
+
+
+def test_a_program_of_more_arguments_than_ctypes_passes_takes_them_packed() -> None:
+    """520 inputs and 520 outputs: more than the 1024 arguments a ctypes call takes, so
+    the entries take one array of them (``abi.packed``), compiled and loaded alike."""
+    b = Builder("many")
+    xs = [b.input(TensorType("f64", (3,)), f"x{i}") for i in range(520)]
+    fn = b.build([b.mul(x, b.const(float(i % 7), "f64", (3,))) for i, x in enumerate(xs)])
+    assert abi.packed(len(fn.inputs) + len(fn.outputs) + 1)
+    args = [np.arange(3.0) + i for i in range(520)]
+    want = run(fn, *args)
+    exe = llvm.compile(fn, threads=1)
+    assert close_results(want, exe(*args)) is None
+    again = llvm.load(llvm.save(exe))
+    strided = [np.repeat(a, 2)[::2] for a in args]  # not contiguous: converted, called again
+    assert close_results(want, again(*strided)) is None

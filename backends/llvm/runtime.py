@@ -11,6 +11,7 @@ their own. ctypes releases the GIL for the duration of the native call.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from yota.ir.errors import SignatureError, YotaError
 from ..artifact import Artifact as BaseArtifact
 from ..failures import raise_failure
 from ..signature import check_arity, check_input
-from .abi import ENTRY, ENTRY_OBJ
+from .abi import ENTRY, ENTRY_OBJ, packed
 from .jit import Loaded, cfunc
 from .target import ARRAY_ABI, Target
 
@@ -134,14 +135,15 @@ class LLVMExecutable:
         self._ws_bytes = int(meta["ws_bytes"])
         self._failures = meta["failures"]
         nargs = len(self._in) + len(self._out) + 1
+        self._packed = packed(nargs)  # one pointer to an array of the arguments
         self._entry_addr = loaded.addresses[ENTRY]
-        self._entry = cfunc(self._entry_addr, nargs)
-        self._entry_obj = cfunc(loaded.addresses[ENTRY_OBJ], nargs)
+        self._entry = cfunc(self._entry_addr, 1 if self._packed else nargs)
+        self._entry_obj = cfunc(loaded.addresses[ENTRY_OBJ], 1 if self._packed else nargs)
         self._by_object = ARRAY_ABI_OK
         self._pool: list[tuple[np.ndarray, int]] = []
         self._recycle = {j: Recycler(s, d) for j, (s, d) in enumerate(self._out)
                          if int(np.prod(s)) * d.itemsize >= RECYCLE_MIN_BYTES}
-        self._stub = self._make_stub() if ARRAY_ABI_OK else \
+        self._stub = self._make_stub() if ARRAY_ABI_OK and not self._packed else \
             (lambda *args, out=None: self._call(args, out))
 
     # -- calling --------------------------------------------------------------------
@@ -241,17 +243,26 @@ class LLVMExecutable:
         """Run the native code on converted inputs, outputs and a workspace."""
         if self._by_object:
             ids = [id(a) for a in arrs] + [id(o) for o in outs]
-            rc = self._entry_obj(*ids, ws[1])
+            rc = self._call_entry(self._entry_obj, ids + [ws[1]])
             while rc < 0:  # input -rc-1 has another shape, or is not contiguous
                 k = -rc - 1
                 arrs[k] = self._convert(k, arrs[k])
                 ids[k] = id(arrs[k])
-                rc = self._entry_obj(*ids, ws[1])
+                rc = self._call_entry(self._entry_obj, ids + [ws[1]])
         else:
-            rc = self._entry(*[self._address(i, a) for i, a in enumerate(arrs)],
-                             *[o.__array_interface__["data"][0] for o in outs], ws[1])
+            ptrs = [self._address(i, a) for i, a in enumerate(arrs)]
+            ptrs += [o.__array_interface__["data"][0] for o in outs]
+            status = [ws[1]] if self._packed else []  # (a packed entry takes the status too)
+            rc = self._call_entry(self._entry, ptrs + [ws[1]] + status)
         if rc:
             self._fail(rc, ws)
+
+    def _call_entry(self, entry: Any, args: list[int]) -> int:
+        """``entry(*args)``, or for a packed entry ``entry(argv)`` (``abi.packed``)."""
+        if not self._packed:
+            return entry(*args)  # type: ignore[no-any-return]
+        argv = (ctypes.c_void_p * len(args))(*args)
+        return entry(ctypes.addressof(argv))  # type: ignore[no-any-return]
 
     def _address(self, i: int, a: np.ndarray) -> int:
         ai = a.__array_interface__
