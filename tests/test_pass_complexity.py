@@ -300,9 +300,10 @@ def test_a_long_chain_of_writes_sinks_without_recursion() -> None:
     assert writes == list(range(writes[0], writes[0] + 3000))  # together, before the sum
 
 
-def test_a_program_of_more_arguments_than_ctypes_passes_takes_them_packed() -> None:
-    """520 inputs and 520 outputs: more than the 1024 arguments a ctypes call takes, so
-    the entries take one array of them (``abi.packed``), compiled and loaded alike."""
+def test_a_program_of_many_arguments_takes_them_packed() -> None:
+    """520 inputs and 520 outputs (more than the 1024 arguments a ctypes call takes): the
+    entries take one array of them (``abi.packed``) and check them in loops, so their
+    code does not grow with them; compiled and loaded alike."""
     b = Builder("many")
     xs = [b.input(TensorType("f64", (3,)), f"x{i}") for i in range(520)]
     fn = b.build([b.mul(x, b.const(float(i % 7), "f64", (3,))) for i, x in enumerate(xs)])
@@ -311,6 +312,7 @@ def test_a_program_of_more_arguments_than_ctypes_passes_takes_them_packed() -> N
     want = run(fn, *args)
     exe = llvm.compile(fn, threads=1)
     assert close_results(want, exe(*args)) is None
+    assert max_function_size(fn) < 2000
     again = llvm.load(llvm.save(exe))
     strided = [np.repeat(a, 2)[::2] for a in args]  # not contiguous: converted, called again
     assert close_results(want, again(*strided)) is None

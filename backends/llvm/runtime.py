@@ -143,7 +143,7 @@ class LLVMExecutable:
         self._pool: list[tuple[np.ndarray, int]] = []
         self._recycle = {j: Recycler(s, d) for j, (s, d) in enumerate(self._out)
                          if int(np.prod(s)) * d.itemsize >= RECYCLE_MIN_BYTES}
-        self._stub = self._make_stub() if ARRAY_ABI_OK and not self._packed else \
+        self._stub = self._make_stub() if ARRAY_ABI_OK else \
             (lambda *args, out=None: self._call(args, out))
 
     # -- calling --------------------------------------------------------------------
@@ -159,7 +159,8 @@ class LLVMExecutable:
         outs = [f"o{j}" for j in range(len(self._out))]
         ns: dict[str, Any] = {"ndarray": np.ndarray, "empty": np.empty, "pool": self._pool,
                               "neww": self._workspace, "entry": self._entry_obj,
-                              "general": self._call}
+                              "general": self._call, "addressof": ctypes.addressof,
+                              "argv_t": ctypes.c_void_p * (len(ins) + len(outs) + 1)}
         for i, (_, dt, _, _) in enumerate(self._in):
             ns[f"d{i}"] = dt
         for j, (shape, dt) in enumerate(self._out):
@@ -169,6 +170,7 @@ class LLVMExecutable:
         checks = " and ".join(f"type({a}) is ndarray and {a}.dtype is d{i}"
                               for i, a in enumerate(ins)) or "True"
         unpack = f"        {', '.join(ins)}{',' if len(ins) == 1 else ''} = args" if ins else ""
+        call = [f"            rc = entry({''.join(f'id({x}), ' for x in ins + outs)}ws[1])"]
         lines = ["def stub(*args, out=None):",
                  f"    if out is None and len(args) == {len(ins)}:",
                  unpack,
@@ -176,7 +178,9 @@ class LLVMExecutable:
                  *[f"            {o} = take{j}()" if j in self._recycle else
                    f"            {o} = empty(s{j}, od{j})" for j, o in enumerate(outs)],
                  "            ws = pool.pop() if pool else neww()",
-                 f"            rc = entry({''.join(f'id({x}), ' for x in ins + outs)}ws[1])",
+                 *(call if not self._packed else [  # (the array lives through the call)
+                     f"            argv = argv_t({''.join(f'id({x}), ' for x in ins + outs)}ws[1])",
+                     "            rc = entry(addressof(argv))"]),
                  "            pool.append(ws)",
                  "            if not rc:",
                  f"                return [{', '.join(outs)}]",
@@ -201,7 +205,7 @@ class LLVMExecutable:
         from . import pyentry
 
         nslots = len(self._in) + len(self._out) + 1
-        if nslots > pyentry.MAX_ARGS or not pyentry.available():
+        if nslots > pyentry.MAX_ARGS or self._packed or not pyentry.available():
             return None
         return pyentry.Plan(nslots, nargs)
 
