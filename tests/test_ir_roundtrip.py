@@ -116,6 +116,11 @@ for _op in NUMERIC_UNARY:
 for _op in PREDICATES:
     case(_op, _emit(_op), t(F64, 3))
 case("not", _emit("not"), t(BOOL, 1, 2))
+for _op in ("lgamma", "digamma", "erf", "erfc", "erfcx", "erfinv", "erfcinv", "i0", "i0e", "i1",
+            "i1e"):
+    case(_op, _emit(_op), t(F32, 2, 3), loc="model.py:8")
+    case(_op, _emit(_op), t(F64))
+case("polygamma", _emit("polygamma", n=3), t(F64, 4), loc="model.py:9")
 for _op in BINARY:
     case(_op, _emit(_op), t(F32, 3), t(F32, 3), loc="a.py:1")
     case(_op, _emit(_op), t(F64), t(F64), labels=False)

@@ -83,6 +83,7 @@ static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long 
 }
 """
 
+MAX_ARGS = 64  # kernel parameters the launcher passes (a fused kernel may take dozens)
 LAUNCHER = r"""
 typedef uint64_t u64;
 static void yemu_call(void* f, int n, const u64* a) {
@@ -97,13 +98,14 @@ static void yemu_call(void* f, int n, const u64* a) {
   case 7: ((void (*)(u64, u64, u64, u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3], a[4], a[5], a[6]); break;
   case 8: ((void (*)(u64, u64, u64, u64, u64, u64, u64, u64))f)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]); break;
   default: {
-    typedef void (*F16)(u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64,
-                        u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64, u64);
-    u64 b[32] = {0};
-    for (int i = 0; i < n && i < 32; ++i) b[i] = a[i];
-    ((F16)f)(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15], b[16], b[17], b[18], b[19], b[20], b[21], b[22], b[23], b[24], b[25],
-             b[26], b[27], b[28], b[29], b[30], b[31]);
+#define U8 u64, u64, u64, u64, u64, u64, u64, u64
+    typedef void (*F64)(U8, U8, U8, U8, U8, U8, U8, U8);
+#undef U8
+    u64 b[64] = {0};
+    for (int i = 0; i < n && i < 64; ++i) b[i] = a[i];
+#define B8(k) b[k], b[k + 1], b[k + 2], b[k + 3], b[k + 4], b[k + 5], b[k + 6], b[k + 7]
+    ((F64)f)(B8(0), B8(8), B8(16), B8(24), B8(32), B8(40), B8(48), B8(56));
+#undef B8
   }
   }
 }
@@ -219,6 +221,9 @@ class EmuDevice:
     def launch(self, f: tuple[_Lib, int], grid: tuple[int, int, int],
                block: tuple[int, int, int], args: list[int], stream: Any) -> None:
         self.launches += 1
+        if len(args) > MAX_ARGS:
+            raise CudaUnavailable(f"the CPU emulation passes at most {MAX_ARGS} kernel "
+                                  f"arguments; this kernel takes {len(args)}")
         lib, addr = f
         arr = (ctypes.c_uint64 * max(1, len(args)))(*args)
         gx = min(grid[0], self.max_blocks)

@@ -29,6 +29,7 @@ Version = Callable[..., Any]
 FAMILIES: dict[str, str] = {
     "scipy.linalg": "yota.numpy.scipy_linalg",
     "scipy.signal": "yota.numpy.scipy_signal",
+    "scipy.special": "yota.numpy.special_funcs",
 }
 HOOKS: dict[tuple[str, str], Version] = {}  # (module, function name) -> Yota's version
 

@@ -25,6 +25,7 @@ the numbers with the traced ``loc``/``scale``: the reparameterization, different
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +34,9 @@ from typing import Any
 import numpy as np
 import scipy.special as sc
 
-from yota.ir.errors import UnsupportedError
+from yota.ir.errors import UnsupportedError, YotaError
 
+from ..patching import NumpyPatch
 from ..userloc import where as user_line
 
 F64 = np.float64
@@ -43,11 +45,27 @@ Fn = Callable[..., Any]
 
 
 def f64(x: Any) -> Any:
-    return np.asarray(x, dtype=np.result_type(x, F64)) if _plain(x) else np.multiply(x, F64(1))
+    """``x`` as a float64 array (traced or not), as SciPy makes its arguments."""
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)  # a list of traced values is stacked (while tracing)
+    if isinstance(x, (int, float, np.ndarray, np.generic)):
+        return np.asarray(x, dtype=np.result_type(x, F64))
+    return x if x.dtype == F64 else x.astype(F64)
 
 
 def _plain(x: Any) -> bool:
     return isinstance(x, (int, float, np.ndarray, np.generic, list, tuple))
+
+
+def constant(x: Any) -> np.ndarray | None:
+    """``x`` as a plain array when it is one, or a constant of the trace (a captured
+    array, ``np.eye(2)``); None for a traced value."""
+    if _plain(x):
+        return np.asarray(x)
+    try:
+        return np.asarray(x.__array__())
+    except YotaError:
+        return None
 
 
 def _tail(cdf: Fn, sf: Fn, median: float, upper: bool) -> Fn:
@@ -161,6 +179,17 @@ def _cauchy_sf(z: Any) -> Any:
     return np.arctan2(1.0, z) / math.pi
 
 
+def _cauchy_ppf(q: Any) -> Any:
+    """``tan(pi (q - 1/2))`` near the middle; ``-1/tan(pi q)`` and ``1/tan(pi (1 - q))``
+    in the tails, where ``q - 1/2`` would lose the digits of a small ``q``."""
+    lo, hi = q < 0.25, q > 0.75
+    mid = np.where(lo | hi, 0.5, q)
+    ql, qh = np.where(lo, q, 0.1), np.where(hi, q, 0.9)
+    return np.where(lo, -1.0 / np.tan(math.pi * ql),
+                    np.where(hi, 1.0 / np.tan(math.pi * (1.0 - qh)),
+                             np.tan(math.pi * (mid - 0.5))))
+
+
 def _laplace_sf(z: Any) -> Any:
     return _laplace_cdf(-z)
 
@@ -190,7 +219,7 @@ DISTS: dict[str, Dist] = {
     "cauchy": Dist(_cauchy_logpdf, cdf=_cauchy_cdf, sf=_cauchy_sf,
                    logcdf=_tail(_cauchy_cdf, _cauchy_sf, 0.0, False),
                    logsf=_tail(_cauchy_cdf, _cauchy_sf, 0.0, True),
-                   ppf=lambda q: np.tan(math.pi * q - math.pi / 2),
+                   ppf=_cauchy_ppf,
                    draw=lambda g, s, size: g.standard_cauchy(size=size)),
     "uniform": Dist(lambda z: np.zeros_like(z), (0.0, 1.0), 0.5, cdf=lambda z: z,
                     sf=lambda z: 1.0 - z, logcdf=lambda z: np.log(z),
@@ -240,15 +269,15 @@ class Standard:
 
 def standardize(name: str, d: Dist, x: Any, shapes: tuple[Any, ...], loc: Any,
                 scale: Any) -> Standard:
-    x, loc, scale = f64(x), f64(loc), f64(scale)
     shapes_f = [f64(s) for s in shapes]
     sok = np.greater(scale, 0)
     ok = np.logical_and(d.argcheck(*shapes_f), sok)
-    safe = np.where(sok, scale, 1.0)
+    safe = np.where(sok, scale, 1)
+    z = f64((x - loc) / safe)  # in the arguments' own dtype, then float64, as SciPy
     placeholders = SAFE_SHAPES.get(name, (1.0,) * len(shapes_f))
     sh = [np.where(ok, s, p) for s, p in zip(shapes_f, placeholders, strict=False)]
     hi = d.upper(*sh) if d.upper is not None else d.support[1]
-    return Standard((x - loc) / safe, sh, ok, safe, loc, d.support[0], hi)
+    return Standard(z, sh, ok, f64(safe), f64(loc), d.support[0], hi)
 
 
 def _bad(s: Standard, out: Any) -> Any:
@@ -353,15 +382,19 @@ def generator(obj: Any, random_state: Any, what: str) -> Any:
 def rvs(obj: Any, name: str, d: Dist, args: tuple[Any, ...], kwds: dict[str, Any]) -> Any:
     what = f"scipy.stats.{name}.rvs"
     kwds = dict(kwds)
-    rs = kwds.pop("random_state", None)
-    shapes, loc, scale, size = obj._parse_args_rvs(*args, **kwds)
-    if d.draw is None or any(not _plain(s) for s in shapes):
+    rs, size = kwds.pop("random_state", None), kwds.pop("size", None)
+    n = obj.numargs + (1 if d.discrete else 2)  # shapes, loc (and scale), then size
+    if len(args) > n:
+        size, args = args[n], args[:n]
+    shapes, loc, *rest = obj._parse_args(*args, **kwds)
+    scale = rest[0] if rest and not d.discrete else 1.0
+    if d.draw is None or any(constant(s) is None for s in shapes):
         raise UnsupportedError(f"{what} at {user_line()}: the draws would depend on traced "
                                "shape parameters; draw with constant ones (traced loc and "
                                "scale are fine: the numbers are moved and scaled)")
     if size is None:
         size = np.broadcast_shapes(*(np.shape(v) for v in (*shapes, loc, scale)))
-    std = d.draw(generator(obj, rs, what), [np.asarray(s) for s in shapes], size)
+    std = d.draw(generator(obj, rs, what), [constant(s) for s in shapes], size)
     return std + loc if d.discrete else std * scale + loc
 
 
@@ -418,7 +451,8 @@ def mvn_logpdf(x: Any, mean: Any = None, cov: Any = 1, allow_singular: bool = Fa
 def mvn_rvs(mean: Any = None, cov: Any = 1, size: Any = 1, random_state: Any = None,
             obj: Any = None) -> Any:
     what = "scipy.stats.multivariate_normal.rvs"
-    if not _plain(cov):
+    cov = constant(cov)
+    if cov is None:
         raise UnsupportedError(f"{what} at {user_line()}: the draws would depend on a "
                                "traced cov (NumPy factors it by an SVD); use a constant cov, "
                                "or draw z = rng.standard_normal(...) and use mean + z @ L.T")
@@ -476,11 +510,19 @@ class Frozen:
         return np.exp(self.logpdf(x))
 
     def rvs(self, size: Any = 1, random_state: Any = None) -> Any:
-        if self.kind != "multivariate_normal":
-            raise UnsupportedError(f"scipy.stats.dirichlet.rvs at {user_line()} is not "
-                                   "supported with traced parameters")
+        if self.kind == "dirichlet":
+            return dirichlet_rvs(self.params["alpha"], size, random_state, self.obj)
         p = {k: v for k, v in self.params.items() if k != "allow_singular"}
         return mvn_rvs(**p, size=size, random_state=random_state, obj=self.obj)
+
+
+def dirichlet_rvs(alpha: Any, size: Any = 1, random_state: Any = None, obj: Any = None) -> Any:
+    what = "scipy.stats.dirichlet.rvs"
+    a = constant(alpha)
+    if a is None:
+        raise UnsupportedError(f"{what} at {user_line()}: the draws would depend on a "
+                               "traced alpha; draw with a constant one")
+    return generator(obj, random_state, what).dirichlet(a, size=size)
 
 
 def _mvn_params(mean: Any = None, cov: Any = 1, allow_singular: bool = False,
@@ -506,6 +548,9 @@ def multivariate(obj: Any, kind: str, method: str, args: tuple[Any, ...],
         if method in ("logpdf", "pdf"):
             v = dirichlet_logpdf(*args, **kwds)
             return np.exp(v) if method == "pdf" else v
+        if method == "rvs":
+            kwds["obj"] = obj
+            return dirichlet_rvs(*args, **kwds)
     raise UnsupportedError(f"{what} at {user_line()} is not supported on traced arrays")
 
 
@@ -517,34 +562,42 @@ MULTIVARIATE = ("__call__", "logpdf", "pdf", "logcdf", "cdf", "rvs", "entropy", 
                 "var", "cov")
 
 
-def swaps(make: Callable[..., Any], traced: Callable[..., Any]) -> list[Any]:
+# run here whenever the thread traces, traced arguments or not: a draw must be recorded
+# (SciPy's own would be frozen into the program), and a frozen multivariate distribution
+# must be ours for its draws to be
+ALWAYS = ("rvs", "__call__")
+
+
+def swaps(make: Callable[..., Any], traced: Callable[..., Any],
+          tracing: Callable[[], bool]) -> list[Any]:
     """``make(owner, name, wrap)`` for every wrapped method of SciPy's distribution
-    classes; a wrapped call whose arguments ``traced`` finds traced values runs here."""
+    classes; a wrapped call whose arguments ``traced`` finds traced values (or any call
+    of ``ALWAYS`` while this thread is ``tracing``) runs here."""
     from scipy.stats import _multivariate as mv
     from scipy.stats._distn_infrastructure import rv_continuous, rv_discrete, rv_generic
 
-    def univariate_wrap(method: str) -> Callable[[Any], Any]:
+    def wrapping(run: Callable[..., Any], always: bool) -> Callable[[Any], Any]:
         def wrap(original: Any) -> Any:
+            @functools.wraps(original)
             def wrapper(self: Any, *args: Any, **kwds: Any) -> Any:
-                if traced(args, kwds) is None:
-                    return original(self, *args, **kwds)
-                return univariate(self, method, args, dict(kwds))
+                if traced(args, kwds) is None and not (always and tracing()):
+                    with NumpyPatch.suspended():  # SciPy's own np.zeros: plain arrays
+                        return original(self, *args, **kwds)
+                return run(self, args, dict(kwds))
             return wrapper
         return wrap
 
-    def multivariate_wrap(kind: str, method: str) -> Callable[[Any], Any]:
-        def wrap(original: Any) -> Any:
-            def wrapper(self: Any, *args: Any, **kwds: Any) -> Any:
-                if traced(args, kwds) is None:
-                    return original(self, *args, **kwds)
-                return multivariate(self, kind, method, args, dict(kwds))
-            return wrapper
-        return wrap
+    def univariate_method(m: str) -> Callable[..., Any]:
+        return lambda self, args, kwds: univariate(self, m, args, kwds)
 
-    out = [make(cls, m, univariate_wrap(m)) for cls in (rv_generic, rv_continuous, rv_discrete)
+    def multivariate_method(kind: str, m: str) -> Callable[..., Any]:
+        return lambda self, args, kwds: multivariate(self, kind, m, args, kwds)
+
+    out = [make(cls, m, wrapping(univariate_method(m), m in ALWAYS))
+           for cls in (rv_generic, rv_continuous, rv_discrete)
            for m in dict.fromkeys(UNIVARIATE) if m in cls.__dict__]
     for kind, cls in (("multivariate_normal", mv.multivariate_normal_gen),
                       ("dirichlet", mv.dirichlet_gen)):
-        out += [make(cls, m, multivariate_wrap(kind, m)) for m in MULTIVARIATE
-                if hasattr(cls, m)]
+        out += [make(cls, m, wrapping(multivariate_method(kind, m), m in ALWAYS))
+                for m in MULTIVARIATE if hasattr(cls, m)]
     return out

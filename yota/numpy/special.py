@@ -34,7 +34,8 @@ import numpy as np
 
 from yota.ir.core import Builder, Value
 from yota.ir.errors import UnsupportedError
-from yota.ir.ops.special_scalar import F, exp, fabs, isnan, log, log1p, where
+from yota.ir.ops.special_gamma import STIRLING
+from yota.ir.ops.special_scalar import F, exp, fabs, floor, isnan, log, log1p, polyval, where
 from yota.ir.types import TensorType
 
 from ..userloc import where as user_line
@@ -91,10 +92,16 @@ def operands(L: LoweringContext, out: TensorType, *args: Any) -> list[F]:
 Body = Callable[..., F]
 
 
-def ufunc(name: str, body: Body) -> None:
-    """Register ``scipy.special.<name>`` (a ufunc of ``len(args)`` operands) as ``body``."""
+def ufunc(name: str, body: Body, wide: bool = False) -> None:
+    """Register ``scipy.special.<name>`` (a ufunc of ``len(args)`` operands) as ``body``;
+    ``wide``: a float32 result is computed in float64 and rounded once, as SciPy's float32
+    loops do (a composition such as ``ndtr`` magnifies float32 rounding: 2e-6 at -6.5)."""
     def lower(L: LoweringContext, outs: list[TensorType], *args: Any, **kw: Any) -> Value:
-        return body(*operands(L, outs[0], *args)).v
+        out = outs[0]
+        if not (wide and out.dtype == np.float32):
+            return body(*operands(L, out, *args)).v
+        r = body(*operands(L, out.with_dtype(np.dtype(np.float64)), *args)).v
+        return L.b.convert_to(r, out.dtype)
 
     register(f"scipy.special.{name}", scipy_forward(name))(lower)
 
@@ -192,7 +199,7 @@ def pseudo_huber(delta: F, r: F) -> F:
     d = where(zero, 1.0, delta)
     v = r / d
     value = d * d * op("expm1", log1p(v * v) * 0.5)
-    return where(delta < 0.0, math.inf, where(zero & ~isnan(delta) & ~isnan(r), 0.0, value))
+    return where(delta < 0.0, math.inf, where(zero, 0.0, value))
 
 
 def ndtr(x: F) -> F:
@@ -224,20 +231,41 @@ def loggamma(x: F) -> F:
     return where(x < 0.0, math.nan, op("lgamma", x))
 
 
+def _betaln(a: F, b: F) -> F:
+    """``lgamma(a) + lgamma(b) - lgamma(a + b)``; where the larger argument ``h`` and the
+    sum ``h + l`` are at least 8, ``lgamma(l) - (lgamma(h + l) - lgamma(h))``
+    with the difference from Stirling's series, ``(h - 1/2) log1p(l/h) + l log(h + l) - l
+    + S(h + l) - S(h)``: no two large ``lgamma`` cancel (SciPy loses up to 1e-11 there)."""
+    h, lo = where(a > b, a, b), where(a > b, b, a)
+    far = (h >= 8.0) & (h + lo >= 8.0)
+    hf, lf = where(far, h, 8.0), where(far, lo, 1.0)
+    d = ((hf - 0.5) * log1p(lf / hf) + lf * log(hf + lf) - lf
+         + _stirling_tail(hf + lf) - _stirling_tail(hf))
+    near = op("lgamma", where(far, 1.0, a)) + op("lgamma", where(far, 2.0, b)) \
+        - op("lgamma", where(far, 3.0, a + b))
+    value = where(far, op("lgamma", lf) - d, near)
+    return where(h.eq(math.inf) & (lo < math.inf), -math.inf, value)
+
+
+def _stirling_tail(z: F) -> F:
+    """``lgamma(z) - ((z - 1/2) log z - z + log(2 pi)/2)`` for ``z >= 8``."""
+    w = 1.0 / z
+    return w * polyval(STIRLING, w * w)
+
+
 def betaln(a: F, b: F) -> F:
-    """``lgamma(a) + lgamma(b) - lgamma(a + b)``, or (Cephes' ``lbeta``) where the larger
-    argument exceeds 1e6 and 1e6 times the smaller, the expansion in ``1/big`` that
-    avoids subtracting two nearly equal ``lgamma``: ``lgamma(s) - s log(big) + ...``."""
-    big = where(a > b, a, b)
-    s = where(a > b, b, a)
-    far = (big > s * 1e6) & (big > 1e6)
-    bn, sn = where(far, 2.0, a), where(far, 3.0, b)
-    plain = op("lgamma", bn) + op("lgamma", sn) - op("lgamma", bn + sn)
-    bf, sf = where(far, big, 2e6), where(far, s, 1.0)
-    t = sf * (1.0 - sf)
-    asym = (op("lgamma", sf) - sf * log(bf) + t / (bf * 2.0)
-            + t * (1.0 - sf * 2.0) / (bf * bf * 12.0) - t * t / (bf * bf * bf * 12.0))
-    return where(far, asym, plain)
+    """As SciPy, with a non-positive integer argument ``m`` (a pole): ``lbeta(1 - m - n,
+    n)`` when the other argument ``n`` is a positive integer with ``1 - m - n > 0``, else
+    ``inf``."""
+    na = (a <= 0.0) & floor(a).eq(a)
+    nb = (b <= 0.0) & floor(b).eq(b) & ~na
+    pole = na | nb
+    other = where(na, b, a)
+    ok = (other > 0.0) & floor(other).eq(other) & (other < math.inf) & (1.0 - a - b > 0.0)
+    inf = pole & ~ok
+    pa = where(inf, 2.0, where(pole, 1.0 - a - b, a))
+    pb = where(inf, 3.0, where(pole, other, b))
+    return where(inf, math.inf, _betaln(pa, pb))
 
 
 def rel_entr(x: F, y: F) -> F:
@@ -254,4 +282,4 @@ COMPOSITIONS: dict[str, Body] = {
     "huber": huber, "pseudo_huber": pseudo_huber, "ndtr": ndtr, "log_ndtr": log_ndtr,
     "ndtri": ndtri, "loggamma": loggamma, "betaln": betaln}
 for _name, _body in COMPOSITIONS.items():
-    ufunc(_name, _body)
+    ufunc(_name, _body, wide=True)

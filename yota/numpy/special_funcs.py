@@ -3,9 +3,11 @@
 ``polygamma`` and ``multigammaln``, as SciPy defines them (``logsumexp`` of an empty
 axis is ``-inf``, ``log_softmax`` shifts by a finite maximum only...).
 
-They are not ufuncs, so the tracer does not see them: ``scipy_api`` intercepts them
-while a trace runs and records the entries registered here (named
-``scipy.special.<name>``); SciPy's own function computes the example values.
+They are not ufuncs, so the tracer does not see them: each is hooked (``hooks.hook``:
+``yota.foreign`` makes the function answer traced arguments while a trace runs, names
+bound by ``from scipy.special import logsumexp`` included) and records the entry
+registered here, named ``scipy.special.<name>``; SciPy's own function computes the
+example values.
 
     >>> import numpy as np, yota
     >>> from scipy.special import logsumexp
@@ -17,6 +19,7 @@ while a trace runs and records the entries registered here (named
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,8 +30,10 @@ from yota.ir.types import TensorType
 
 from ..userloc import where as user_line
 from .axes import norm_axes
+from .hooks import TraceAPI, hook
 from .registry import LoweringContext, register
 from .special import scipy_forward
+from .static import static_value
 
 
 def _shape(L: LoweringContext, a: Any) -> tuple[int, ...]:
@@ -102,10 +107,12 @@ def _log_softmax(L: LoweringContext, outs: list[TensorType], x: Any, axis: Any =
 
 
 def _static_int(L: LoweringContext, v: Any, what: str) -> np.ndarray:
-    if L.is_traced(v):
+    try:
+        return np.asarray(static_value(L, v, what, "it picks the function"))
+    except UnsupportedError:
         raise UnsupportedError(f"{what} at {user_line()}: the order must be a constant "
-                               "(a Python int or an array of them), not a traced value")
-    return np.asarray(v)
+                               "(a Python int or an array of them), not computed from the "
+                               "function's inputs") from None
 
 
 @register("scipy.special.polygamma", scipy_forward("polygamma"))
@@ -138,3 +145,23 @@ def _multigammaln(L: LoweringContext, outs: list[TensorType], a: Any, d: Any) ->
     for j in range(dim):
         total = B.add(total, B.emit("lgamma", B.sub(v, B.const(j / 2, o.dtype, o.shape))))
     return total
+
+
+def _version(name: str) -> Callable[..., Any]:
+    def version(api: TraceAPI, *args: Any, **kwargs: Any) -> Any:
+        return api.call(f"scipy.special.{name}", *args, **kwargs)
+
+    return version
+
+
+for _name in ("logsumexp", "softmax", "log_softmax", "polygamma"):
+    hook("scipy.special", _name)(_version(_name))
+
+
+@hook("scipy.special", "multigammaln")
+def _multigammaln_version(api: TraceAPI, a: Any, d: Any) -> Any:
+    """SciPy's check ``a > (d - 1)/2``, a guard on traced ``a`` (other values that fail it
+    trace again and raise as SciPy does), then the entry."""
+    if np.any(np.less_equal(a, 0.5 * (d - 1))):
+        raise ValueError(f"condition a > 0.5 * (d-1) ({0.5 * (d - 1)}) not met")
+    return api.call("scipy.special.multigammaln", a, d)
