@@ -135,3 +135,21 @@ def test_errors_are_clear() -> None:
         yota.jacobian(lambda i: i * 2.0, np.arange(3))
     with pytest.raises(TransformError, match="scalar"):
         yota.hessian(np.sin, x)
+
+
+def test_repeated_calls_run_the_remembered_program() -> None:
+    from yota.transforms import stats
+
+    def g(x: Any) -> Any:
+        return np.sum(np.exp(x) * x)
+
+    x = np.array([0.1, 0.2])
+    yota.hessian(g, x)
+    hits = stats.hits
+    H = yota.hessian(g, x * 2)
+    J = yota.jacobian(np.exp, x)
+    J2 = yota.jacobian(np.exp, x * 3)
+    assert stats.hits == hits + 2
+    np.testing.assert_allclose(H, np.diag(np.exp(2 * x) * (2 + 2 * x)))
+    np.testing.assert_allclose(J2, np.diag(np.exp(3 * x)))
+    assert J.shape == (2, 2)

@@ -12,11 +12,13 @@ from yota.ir.core import Function
 from . import structs, tracing
 from .tape import Tape
 from .transforms import (
+    MISS,
     Request,
     TransformError,
     _leaves,
     argnums_of,
     check_scalar,
+    fast_call,
     is_float_leaf,
     leaf_paths,
     output_floats,
@@ -52,6 +54,9 @@ def jacobian(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0
     if mode not in MODES:
         raise TransformError(f"yota.jacobian: mode must be one of {MODES}, not {mode!r}")
     nums = argnums_of(argnums, len(args), "jacobian")
+    done, fast = fast_call(f, ("jacobian", nums, mode, backend), args)
+    if done is not MISS:
+        return done
     paths = leaf_paths(tracing.detach(args))
     wrt = _wrt(paths, nums)
 
@@ -73,7 +78,7 @@ def jacobian(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0
         return tangent_structure(tape.result, iter(per_out), scalars=False)
 
     req = Request(f, "jacobian", ("jacobian", tuple(wrt), mode), args, _leaves(args), build,
-                  finish, backend)
+                  finish, backend, fast=fast)
     return run(req)
 
 
@@ -82,8 +87,10 @@ def hessian(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     """The Hessian of scalar ``f`` at ``args`` with respect to ``args[argnums]``: for an
     array argument, an array of shape ``arg.shape + arg.shape``; for a structured one,
     its structure whose leaves are structures of blocks (``H[leaf_i][leaf_j]``); a tuple
-    of ``argnums`` gives a tuple of tuples. Forward over reverse: the Jacobian of the
-    gradient by batched jvps, one compiled program.
+    of ``argnums`` gives, as JAX's ``jacfwd(jacrev(f, argnums), argnums)``, a tuple over
+    the arguments of structures whose leaves are tuples over the arguments of structures
+    of blocks. Forward over reverse: the Jacobian of the gradient by batched jvps, one
+    compiled program.
 
     >>> import numpy as np, yota
     >>> yota.hessian(lambda x: np.sum(x ** 3), np.array([1.0, 2.0]))
@@ -92,6 +99,9 @@ def hessian(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
     """
     check_callable(f, "hessian")
     nums = argnums_of(argnums, len(args), "hessian")
+    done, fast = fast_call(f, ("hessian", nums, backend), args)
+    if done is not MISS:
+        return done
     paths = leaf_paths(tracing.detach(args))
     wrt = _wrt(paths, nums)
 
@@ -108,7 +118,7 @@ def hessian(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] = 0,
         return _per_args(args, nums, paths, per, argnums)
 
     req = Request(f, "hessian", ("hessian", tuple(wrt)), args, _leaves(args), build, finish,
-                  backend)
+                  backend, fast=fast)
     return run(req)
 
 

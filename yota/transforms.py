@@ -113,6 +113,22 @@ def run_fast(table: dict[Any, Any] | None, key: Any, inputs: list[Any]) -> Any:
     return finish(program.tape, list(outs))
 
 
+def fast_call(f: Any, key: Any, args: Sequence[Any]) -> tuple[Any, Any]:
+    """For a transformation whose program's inputs are the leaves of ``args``: the result
+    of the program remembered for ``f``, ``key`` and the arguments' signature (else
+    ``MISS``), and where a new one is remembered (None inside a trace)."""
+    if current_context() is not None:
+        return MISS, None
+    table = fast_table(f)
+    try:
+        leaves, sig = flatten_args(args)
+    except YotaError:
+        return MISS, None
+    if table is None:
+        return MISS, None
+    return run_fast(table, (key, sig), leaves), (table, (key, sig))
+
+
 def _remember(req: Request, program: Program) -> None:
     if req.fast is not None and not program.tape.randoms:
         table, key = req.fast
