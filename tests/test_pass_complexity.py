@@ -35,7 +35,6 @@ from yota.ir.autodiff import vjp
 from yota.ir.passes import PIPELINE, dynorder, optimize
 from yota.ir.passes.fuse import Grouping
 from yota.ir.passes.plan_memory import sink_writes
-from yota.ir.passes.roll import roll
 
 RATIO = 2.3
 
@@ -88,8 +87,24 @@ def shared_weight(n: int) -> Function:
     return b.build([total])
 
 
+def weight_banks(layers: int, batch: int = 4, banks: int = 3) -> Function:
+    """An MLP whose layers read blocks of a few weight matrices (``W_j[:a, :b]``, random
+    ``j``, ``a``, ``b``): products sharing an operand all along the program, each group
+    dependent through the chain (matmul batching's far-apart groups)."""
+    rnd = random.Random(11)
+    b = Builder("banks")
+    ws = [b.input(TensorType("f64", (8, 8)), f"W{j}") for j in range(banks)]
+    widths = [rnd.randint(2, 8) for _ in range(layers + 1)]
+    h = b.input(TensorType("f64", (batch, widths[0])), "x")
+    for m, n in zip(widths, widths[1:], strict=False):
+        w = b.slice(rnd.choice(ws), start=(0, 0), stop=(m, n), step=(1, 1))
+        h = b.emit(rnd.choice(ACTS), b.matmul(h, w))
+    return b.build([b.sum(b.square(h), axes=(0, 1))])
+
+
 FAMILIES: dict[str, tuple[Callable[[int], Function], int]] = {
-    "mlp": (deep_mlp, 16), "writes": (writes_chain, 40), "shared": (shared_weight, 20),
+    "mlp": (deep_mlp, 12), "writes": (writes_chain, 30), "shared": (shared_weight, 16),
+    "banks": (weight_banks, 30),
 }
 
 
@@ -120,17 +135,15 @@ def count_lines(f: Callable[..., Any], *args: Any) -> tuple[Any, int]:
 
 
 def stage_counts(fn: Function) -> dict[str, int]:
-    """Lines executed by each stage compiling ``fn``'s gradient: roll (of ``fn``), vjp,
-    every pass of the pipeline (numbered: passes repeat), the llvm backend's lowering and
-    printing."""
+    """Lines executed by each stage compiling ``fn``'s gradient: vjp, every pass of the
+    pipeline (numbered: passes repeat), the llvm backend's lowering. (Rolling, the loop
+    pass's, is not counted here.)"""
     counts: dict[str, int] = {}
-    _, counts["roll"] = count_lines(roll, fn)
     g, counts["vjp"] = count_lines(vjp, fn, [i for i, v in enumerate(fn.inputs)
                                              if v.dtype.kind == "f"])
     for k, (name, _) in enumerate(PIPELINE):
         g, counts[f"{k:02d} {name}"] = count_lines(optimize, g, [name])
-    mg, counts["llvm lower"] = count_lines(lower_module, g, host(), llvm._options(1))
-    _, counts["llvm print"] = count_lines(str, mg.module)
+    _, counts["llvm lower"] = count_lines(lower_module, g, host(), llvm._options(1))
     return counts
 
 
@@ -140,8 +153,7 @@ def measured(family: str) -> tuple[dict[str, int], dict[str, int]]:
     return stage_counts(make(n)), stage_counts(make(2 * n))
 
 
-STAGES = ["vjp", *[f"{k:02d} {name}" for k, (name, _) in enumerate(PIPELINE)],
-          "llvm lower", "llvm print"]
+STAGES = ["vjp", *[f"{k:02d} {name}" for k, (name, _) in enumerate(PIPELINE)], "llvm lower"]
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -151,20 +163,6 @@ def test_every_stage_at_most_doubles_its_work_when_the_program_doubles(family: s
     slow = {s: f"{r:.2f}" for s, r in ratios.items() if r > RATIO}
     assert not slow, f"{family}: work ratios above {RATIO} for twice the program: {slow}"
     assert all(r > 1.2 for s, r in ratios.items() if small[s] > 20_000), ratios  # real work
-
-
-ROLL_SUPERLINEAR = pytest.mark.xfail(
-    strict=True, reason="roll (the loop pass's owner's): more periods tried per position "
-    "as the program grows (mlp: 2.4-2.9x per doubling from 270 to 4200 ops), and steps "
-    "checked again at every position of a chain of writes (writes: 3.6x)")
-
-
-@pytest.mark.parametrize("family", [pytest.param("mlp", marks=ROLL_SUPERLINEAR),
-                                    pytest.param("writes", marks=ROLL_SUPERLINEAR),
-                                    "shared"])
-def test_rolling_at_most_doubles_its_work_when_the_program_doubles(family: str) -> None:
-    small, big = measured(family)
-    assert big["roll"] / small["roll"] <= RATIO
 
 
 def grouping_work(fn: Function) -> tuple[int, int]:

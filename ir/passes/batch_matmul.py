@@ -24,6 +24,7 @@ from __future__ import annotations
 from ..core import Function, Op, Value, make_op
 from .base import Pass, PassContext, is_splat_const, rebuild, splat_const, toposort
 from .dce import dce
+from .dynorder import Spine
 
 SMALL_ROWS = 512  # only products whose stacked dimension is at most this are batched
 
@@ -43,42 +44,58 @@ def _independent_set(ops: list[Op]) -> tuple[int, list[int]] | None:
             for side in (0, 1):
                 if op.result.shape[1 - side] <= SMALL_ROWS:
                     by_shared.setdefault((side, op.operands[side]), []).append(i)
-    users = _users(ops) if any(len(idx) >= 2 for idx in by_shared.values()) else []
+    graph = _Graph(ops) if any(len(idx) >= 2 for idx in by_shared.values()) else None
     best: tuple[int, list[int]] | None = None
     for (side, _), idx in by_shared.items():
-        chosen = _independent(idx, users) if len(idx) >= 2 else idx
+        chosen = graph.independent(idx) if graph is not None and len(idx) >= 2 else idx
         if len(chosen) >= 2 and (best is None or len(chosen) > len(best[1])):
             best = (side, chosen)
     return best
 
 
-def _users(ops: list[Op]) -> list[list[int]]:
-    """For each op, the ops that read one of its results."""
-    producer = {r: i for i, op in enumerate(ops) for r in op.results}
-    users: list[list[int]] = [[] for _ in ops]
-    for i, op in enumerate(ops):
-        for p in {producer[v] for v in op.operands if v in producer}:
-            users[p].append(i)
-    return users
+class _Graph:
+    """The ops' dependencies, for ``independent``: users of each op, and a longest path
+    (``dynorder.Spine``) that shows most dependencies between far-apart ops at once."""
 
+    def __init__(self, ops: list[Op]) -> None:
+        producer = {r: i for i, op in enumerate(ops) for r in op.results}
+        self.pred = [{producer[v] for v in op.operands if v in producer} for op in ops]
+        self.users: list[list[int]] = [[] for _ in ops]
+        for i, ps in enumerate(self.pred):
+            for p in ps:
+                self.users[p].append(i)
+        self.spine = Spine(self.users, self.pred)
 
-def _independent(idx: list[int], users: list[list[int]]) -> list[int]:
-    """The ops of ``idx`` (ascending) that depend on none chosen before them: each chosen
-    op marks what depends on it, up to the last of ``idx`` (each op marked once)."""
-    marked: set[int] = set()
-    chosen: list[int] = []
-    last = idx[-1]
-    for i in idx:
-        if i in marked:
-            continue
-        chosen.append(i)
-        stack = [i]
+    def independent(self, idx: list[int]) -> list[int]:
+        """The ops of ``idx`` (ascending) that depend on none chosen before them. A
+        dependency the spine shows (a chosen op reaches it before a position that reaches
+        the op) needs no search; else the ops the chosen ones reach are marked (up to the
+        last of ``idx``, each op once), only when first needed."""
+        first, last = self.spine.first, self.spine.last
+        marked: set[int] = set()
+        chosen: list[int] = []
+        unmarked: list[int] = []  # chosen ops whose reach is not marked yet
+        reach = len(first)  # the first spine position a chosen op reaches
+        for i in idx:
+            if reach <= last[i]:
+                continue
+            if unmarked:
+                self._mark(unmarked, idx[-1], marked)
+                unmarked = []
+            if i in marked:
+                continue
+            chosen.append(i)
+            unmarked.append(i)
+            reach = min(reach, first[i])
+        return chosen
+
+    def _mark(self, starts: list[int], last: int, marked: set[int]) -> None:
+        stack = list(starts)
         while stack:
-            for u in users[stack.pop()]:
+            for u in self.users[stack.pop()]:
                 if u <= last and u not in marked:
                     marked.add(u)
                     stack.append(u)
-    return chosen
 
 
 def _stack(ops: list[Op], side: int, members: list[int]) -> tuple[list[Op], dict[Value,

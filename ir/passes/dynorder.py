@@ -26,7 +26,7 @@ so a node moves in O(log n) amortized time, without renumbering the others.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 SCAN = 16  # spine ops a certificate looks at before it leaves the question to a search
 LABEL_BITS = 62  # labels of the order are below 2**LABEL_BITS
@@ -247,7 +247,8 @@ class Spine:
     ops is in neither node. (Merging nodes only adds paths, so what held for the
     initial graph still holds; a merged node keeps the best of both ends.)"""
 
-    def __init__(self, succ: list[set[int]], pred: list[set[int]]) -> None:
+    def __init__(self, succ: Sequence[Collection[int]], pred: Sequence[Collection[int]]
+                 ) -> None:
         n = len(succ)
         depth = [0] * n
         for u in range(n):  # the node order is topological
