@@ -263,10 +263,10 @@ def max_function_size(fn: Function) -> int:
 
 def test_llvm_functions_stay_bounded_as_the_program_grows(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A long program is emitted as segments of ``segment_ops`` ops (here 32): its LLVM
-    functions (which LLVM's code generator handles in more than linear time) do not grow
-    with it."""
-    monkeypatch.setattr(llvm_lower.FnGen, "segment_ops", 32)
+    """A long program is emitted as segments of ``segment_size`` (here 128, a few dozen
+    ops): its LLVM functions (which LLVM's code generator handles in more than linear
+    time) do not grow with it."""
+    monkeypatch.setattr(llvm_lower.FnGen, "segment_size", 128)
     small, big = (optimize(vjp(deep_mlp(k), list(range(2 * k)))) for k in (16, 64))
     assert len(big.ops) > 3.5 * len(small.ops) > 3.5 * 32
     assert max_function_size(big) < 1.5 * max_function_size(small)
@@ -275,8 +275,8 @@ def test_llvm_functions_stay_bounded_as_the_program_grows(
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_segmented_programs_compute_what_the_interpreter_does(
         monkeypatch: pytest.MonkeyPatch, family: str) -> None:
-    """Segments of 3 ops (arguments loaded where first used, status passed up)."""
-    monkeypatch.setattr(llvm_lower.FnGen, "segment_ops", 3)
+    """Segments of a few ops (arguments loaded where first used, status passed up)."""
+    monkeypatch.setattr(llvm_lower.FnGen, "segment_size", 10)
     make, n = FAMILIES[family]
     fn = make(n // 4)
     g = optimize(vjp(fn, [i for i, v in enumerate(fn.inputs) if v.dtype.kind == "f"]))

@@ -21,7 +21,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 import numpy as np
-from yota.ir.core import Function
+from yota.ir.core import Function, Op
 
 from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize, rebase
 from ..layout import Loc
@@ -33,7 +33,11 @@ from .pool import SYMBOL as POOL_SYMBOL
 from .target import Target
 from .types import I8, I32, I64, PTR, VOID, declare, i64, mem_type
 
-SEGMENT_OPS = 256  # ops of one IR function per LLVM function (FnGen)
+# The most code of one LLVM function (FnGen's segments), counted as its ops' sizes: one
+# for the op and one for each operand and result (a kernel launch passes one pointer per
+# operand and result); a copy into an output array counts COPY_SIZE.
+SEGMENT_SIZE = 1024
+COPY_SIZE = 3
 PAR_ALIGN = 64  # chunk boundaries of a split 1-D kernel are multiples of this
 CHUNKS_PER_THREAD = 4  # chunks are claimed dynamically: a busy core gets fewer
 
@@ -146,13 +150,14 @@ def _chunk_runner(mg: ModuleGen, kfn: ir.Function, nparams: int, nextra: int,
 class FnGen(FnLowering):
     """The lowering of one IR function to an LLVM function.
 
-    A function of more than ``segment_ops`` ops becomes a driver that calls segments in
-    turn, each an LLVM function (``NAME.sK``, not inlined) holding the next
-    ``segment_ops`` ops and returning their status: LLVM's code generator takes more
-    than linear time in the length of one function, which stays bounded this way. A
-    segment loads the argument pointers it uses in its entry block, when first used."""
+    A function of more than ``segment_size`` (its ops and their operands and results,
+    copies into its output arrays: ``op_size``) becomes a driver that calls segments in
+    turn, each an LLVM function (``NAME.sK``, not inlined) holding the next ops up to
+    that size and returning their status: LLVM's code generator takes more than linear
+    time in the length of one function, which stays bounded this way. A segment loads
+    the argument pointers it uses in its entry block, when first used."""
 
-    segment_ops: int | None = SEGMENT_OPS
+    segment_size: int | None = SEGMENT_SIZE
 
     def __init__(self, mg: ModuleGen, fn: Function, name: str) -> None:
         super().__init__(fn, build_layout(fn, mg.target.blas), mg.emitters)
@@ -161,8 +166,9 @@ class FnGen(FnLowering):
         self.llfn.linkage = "internal"
         self.timer: StepTimer | None = None
         profiled = mg.options.profile and name == PROFILED_FN
-        limit = self.segment_ops
-        self.segments = None if profiled or limit is None or len(fn.ops) <= limit \
+        limit = self.segment_size
+        size = sum(map(op_size, fn.ops)) + COPY_SIZE * len(self.lay.out_copies)
+        self.segments = None if profiled or limit is None or size <= limit \
             else Segments(self, limit)
         if self.segments is not None:
             self.segments.open()
@@ -218,13 +224,13 @@ class FnGen(FnLowering):
 
     def step(self, op_index: int) -> contextlib.AbstractContextManager[Any]:
         if self.segments is not None:
-            self.segments.count()
+            self.segments.count(op_size(self.fn.ops[op_index]) if op_index >= 0 else 1)
             self.segments.copies_count = op_index < 0  # the copies into output arrays
         return contextlib.nullcontext() if self.timer is None else self.timer.step(op_index)
 
     def copy(self, shape: tuple[int, ...], src: Loc, dtype: np.dtype, dst: Loc) -> None:
         if self.segments is not None and self.segments.copies_count:
-            self.segments.count()  # one output's copy: a whole step of its own
+            self.segments.count(COPY_SIZE)  # one output's copy: a step of its own
         super().copy(shape, src, dtype, dst)
 
     # -- pointers -------------------------------------------------------------------------
@@ -341,26 +347,31 @@ class FnGen(FnLowering):
             self.b.ret(ir.Constant(I32, code))
 
 
+def op_size(op: Op) -> int:
+    """An op's share of a segment: one, and one for each operand and result."""
+    return 1 + len(op.operands) + len(op.results)
+
+
 class Segments:
     """The segments of a long function (``FnGen``): ``open`` starts the next one (a new
     LLVM function, called from the driver, which returns the segment's status if it is
-    not 0); ``count`` starts one every ``limit`` ops; ``finish`` ends the driver."""
+    not 0); ``count`` starts one where the next op would take the current one past
+    ``limit``; ``finish`` ends the driver."""
 
     def __init__(self, g: FnGen, limit: int) -> None:
         self.g, self.limit = g, limit
         self.driver = ir.IRBuilder(g.llfn.append_basic_block("entry"))
         self.n = 0  # segments so far
-        self.ops = 0  # ops in the current one
+        self.size = 0  # of the current one
         self.consts: dict[int, ir.Value] = {}  # one global per constant, for all segments
-        self.copies_count = False  # each copy into an output array counts as an op
-
+        self.copies_count = False  # each copy into an output array counts
     def open(self) -> None:
         g = self.g
         f = ir.Function(g.mg.module, g.llfn.function_type, f"{g.llfn.name}.s{self.n}")
         f.linkage = "internal"
         f.attributes.add("noinline")  # (a function called once would be inlined)
         self.n += 1
-        self.ops = 0
+        self.size = 0
         g.top = f.append_basic_block("entry")
         g.ab = ir.IRBuilder(g.top)
         g.b = ir.IRBuilder(f.append_basic_block("body"))
@@ -384,14 +395,15 @@ class Segments:
             return self.consts[k]
         return self.g.base(k, self._slot)
 
-    def count(self) -> None:
-        """Before an op: a new segment once the current one holds ``limit`` ops."""
-        if self.ops == self.limit:
+    def count(self, size: int) -> None:
+        """Before an op (or a copy) of ``size``: a new segment if the current one would
+        pass ``limit`` (one that holds nothing yet takes it whatever its size)."""
+        if self.size and self.size + size > self.limit:
             g = self.g
             g.b.ret(ir.Constant(I32, 0))
             g.ab.branch(g.b.function.blocks[1])
             self.open()
-        self.ops += 1
+        self.size += size
 
     def finish(self) -> None:
         self.driver.ret(ir.Constant(I32, 0))

@@ -43,7 +43,7 @@ class BlockGen(FnGen):
     (``accumulated``: not an output the layout computes elsewhere and copies, nor one
     whose array the memory plan lends to another value first)."""
 
-    segment_ops = None  # a block function is a few ops: one LLVM function
+    segment_size = None  # a block function is a few ops: one LLVM function
 
     def __init__(self, mg: Any, fn: Function, name: str, accumulate: set[int]) -> None:
         super().__init__(mg, fn, name)
