@@ -32,7 +32,7 @@ from yota.backends.llvm.module import lower_module
 from yota.backends.llvm.target import host
 from yota.ir import Builder, Function, TensorType, run, verify
 from yota.ir.autodiff import vjp
-from yota.ir.passes import PIPELINE, dynorder, optimize
+from yota.ir.passes import PIPELINE, dynorder, fuse, optimize
 from yota.ir.passes.fuse import Grouping
 from yota.ir.passes.plan_memory import sink_writes
 
@@ -314,3 +314,20 @@ def test_a_program_of_many_arguments_takes_them_packed() -> None:
     again = llvm.load(llvm.save(exe))
     strided = [np.repeat(a, 2)[::2] for a in args]  # not contiguous: converted, called again
     assert close_results(want, again(*strided)) is None
+
+
+def test_kernels_stop_growing_at_the_size_cap() -> None:
+    """1200 ops all reading one value join one group by sibling merging, up to
+    ``MAX_MEMBERS`` ops a kernel (LLVM compiles one huge function in more than linear
+    time); the program computes the same."""
+    b = Builder("wide")
+    x = b.input(TensorType("f64", (5,)), "x")
+    ys = [b.emit(ACTS[i % len(ACTS)], b.mul(x, b.const(1.0 + i / 600, "f64", (5,))))
+          for i in range(600)]
+    fn = b.build(ys)
+    out = optimize(fn, ["fuse"])
+    bodies = [out.callees[op.attrs["callee"]] for op in out.ops if op.name == "fused"]
+    sizes = [sum(o.name not in ("const", "broadcast") for o in body.ops) for body in bodies]
+    assert max(sizes) == fuse.MAX_MEMBERS and sum(sizes) == 1200
+    args = example_inputs(fn, np.random.default_rng(1))
+    assert close_results(run(fn, *args), run(out, *args)) is None
