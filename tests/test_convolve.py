@@ -33,12 +33,12 @@ R = np.random.default_rng(0)
 
 
 @contextmanager
-def strategy(name: str | None) -> Iterator[None]:
-    conv.STRATEGY = name
+def strategy(name: str | None, ruled: bool = True) -> Iterator[None]:
+    conv.STRATEGY, conv.RULED = name, ruled
     try:
         yield
     finally:
-        conv.STRATEGY = None
+        conv.STRATEGY, conv.RULED = None, True
 
 
 def _close(got: Any, want: Any, what: str) -> None:
@@ -149,9 +149,10 @@ def _loss(f: Callable[..., Any], args: list[Any]) -> Callable[..., Any]:
 GRAD_CASES = [c for c in ALL if not c[0].startswith("int") and "float32" not in c[0]][::7]
 
 
-@pytest.mark.parametrize("how", [None, "shifts", "gemm"])
+@pytest.mark.parametrize("how", [None, "shifts", "gemm", "ops' rules"])
 def test_gradients_match_finite_differences(how: str | None) -> None:
-    with strategy(how):
+    """Every lowering (and the ops' own rules in place of the correlation's)."""
+    with strategy(None if how == "ops' rules" else how, how != "ops' rules"):
         for name, f, args in GRAD_CASES if how is None else GRAD_CASES[1::3]:
             loss = _loss(f, args)
             _, g = yota.grad(loss, *args, cache=how is None)

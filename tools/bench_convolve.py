@@ -1,9 +1,11 @@
 """Convolutions lowered two ways (``yota.numpy.convolve``): shifted slices (one fused
 direct-loop kernel) against im2col (gathered windows and one GEMM), for the value and the
-gradient, at typical sizes; SciPy's own call (value only) beside them.
+gradient, at typical sizes; each with the correlation's own derivative rule (a ``call``,
+the default) and with the ops' rules (``RULED = False``: what the pass pipeline makes of
+the slices, or of the gather); SciPy's own call (value only) beside them.
 
-Each case compiles both lowerings (``STRATEGY`` forced, no on-disk cache), checks they
-agree, then times them interleaved (A, B, A, B... rounds), medians of ``--rounds``.
+Each case compiles every variant (``STRATEGY`` forced, no on-disk cache), checks they
+agree, then times them interleaved (A, B, C... rounds), medians of ``--rounds``.
 
     python tools/bench_convolve.py            # Markdown table on stdout
     python tools/bench_convolve.py --quick
@@ -44,15 +46,19 @@ def cases(quick: bool) -> list[Case]:
     return out
 
 
-def _compiled(strategy: str, fn: Callable[..., Any], args: list[np.ndarray]) -> tuple[Any, Any]:
-    conv.STRATEGY = strategy
+VARIANTS = {"shifts": ("shifts", True), "gemm": ("gemm", True),
+            "shifts, ops' rules": ("shifts", False), "gemm, ops' rules": ("gemm", False)}
+
+
+def _compiled(variant: str, fn: Callable[..., Any], args: list[np.ndarray]) -> tuple[Any, Any]:
+    conv.STRATEGY, conv.RULED = VARIANTS[variant]
     try:
         fwd = yota.compile(fn, *args, cache=False)
         loss = lambda *xs: np.sum(fn(*xs) ** 2)  # noqa: E731
         yota.grad(loss, *args, cache=False)  # compiled now, replayed below
         return fwd, loss
     finally:
-        conv.STRATEGY = None
+        conv.STRATEGY, conv.RULED = None, True
 
 
 def _time(f: Callable[[], Any]) -> float:
@@ -64,12 +70,12 @@ def _time(f: Callable[[], Any]) -> float:
 def measure(name: str, fn: Callable[..., Any], args: list[np.ndarray], rounds: int
             ) -> dict[str, Any]:
     runs: dict[str, list[Callable[[], Any]]] = {}
-    for s in ("shifts", "gemm"):
+    for s in VARIANTS:
         fwd, loss = _compiled(s, fn, args)
-        conv.STRATEGY = s  # the gradient is looked up (and replayed) under its strategy
-        runs[s] = [lambda fwd=fwd: fwd(*args), lambda loss=loss: yota.grad(loss, *args, cache=False)]
-        conv.STRATEGY = None
-    np.testing.assert_allclose(runs["shifts"][0](), runs["gemm"][0](), rtol=1e-9, atol=1e-9)
+        runs[s] = [lambda fwd=fwd: fwd(*args),
+                   lambda loss=loss: yota.grad(loss, *args, cache=False)]
+    for s in VARIANTS:
+        np.testing.assert_allclose(runs[s][0](), runs["gemm"][0](), rtol=1e-9, atol=1e-9)
     times: dict[str, list[float]] = {f"{s} {k}": [] for s in runs for k in ("value", "grad")}
     times["scipy value"] = []
     for _ in range(rounds):
@@ -86,7 +92,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=30)
     a = p.parse_args()
     rows = [measure(n, f, xs, 5 if a.quick else a.rounds) for n, f, xs in cases(a.quick)]
-    cols = ["shifts value", "gemm value", "shifts grad", "gemm grad", "scipy value"]
+    cols = [f"{v} {k}" for k in ("value", "grad") for v in VARIANTS] + ["scipy value"]
     print("| case | " + " | ".join(f"{c} (ms)" for c in cols) + " |")
     print("|---|" + "---:|" * len(cols))
     for r in rows:

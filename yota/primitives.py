@@ -144,7 +144,7 @@ class OpaquePrimitive(Primitive):
             raise TraceError(f"opaque primitive {self.key}: its constant arguments must be "
                              f"Python literals (numbers, strings, tuples); got {static}") from None
         ins = [Value(t) for t in operands]
-        outs = [v.type for v in e.outs]
+        outs = [v.type for v in e.outs if v.type is not None]
         op = make_op("callback", ins, {"fn": self.callback_key, "static": static,
                                        "results": results_attr(outs)})
         attrs: dict[str, Any] = {"primitive": self.key, "argnames": tuple(names[i] for i in dyn)}

@@ -6,28 +6,37 @@ registers those).
 Every mode is a centered slice of the *full* correlation ``c[i] = Σ_j x[i + j - (K-1)]
 k[j]`` (``x`` zero outside, or extended by ``convolve2d``'s boundary rule); a convolution
 correlates with the flipped kernel. The full correlation is the *valid* correlation of
-``x`` padded by ``K - 1`` on each side, computed one of two ways (``valid_correlation``):
+``x`` padded by ``K - 1`` on each side (``valid_correlation``): a ``call`` of a body that
+computes it, with its own derivative rule (``dx``: the full correlation of ``dy`` with
+the flipped kernel; ``dk``: the valid correlation of ``x`` with ``dy``), so gradients are
+correlations again, to any order. The body is one of (``_strategy``):
 
-- ``"shifts"``: ``Σ_j k[j] · x[j : j + O]``, one strided slice and one multiply-add per
-  kernel element: the fuse pass makes it one kernel reading ``x`` in place (a direct
-  loop: no intermediate array); its gradients are shifted slices and sums again;
-- ``"gemm"``: im2col, the windows ``W[O, K]`` gathered (one ``gather`` per axis) and one
-  matrix product ``W @ k`` (BLAS); gradients: a ``scatter_add`` of ``dy kᵀ`` and ``Wᵀ dy``.
+- ``"shifts"`` (a kernel of up to ``SHIFT_TERMS`` elements): ``Σ_j k[j] · x[j : j + O]``,
+  one strided slice and one multiply-add per kernel element, which the fuse pass makes
+  one kernel reading ``x`` in place: a direct loop, no intermediate array;
+- ``"sums"`` (a result of up to ``SHIFT_TERMS`` elements, as a kernel's gradient): one
+  reduction ``Σ x[j : j + K] · k`` per result element, fused into few kernels;
+- ``"gemm"`` (both larger): im2col, the windows ``W[O, K]`` gathered (one ``gather`` per
+  axis) and one matrix product ``W @ k`` (BLAS): memory ``O·K``.
 
-``shifts`` costs ops in proportion to the kernel's size, ``gemm`` memory in proportion
-to ``O·K``. Measured (tools/bench_convolve.py) shifts is faster up to ``SHIFT_TERMS``
-kernel elements, im2col above (see the README's table). Gradients follow from the ops'
-rules, to any order.
+Measured (``tools/bench_convolve.py``, README): shifts beat im2col at every size tried
+(3 to 101 taps in 1-D, 3x3 to 15x15 in 2-D, 3x3x3), by 2-30x, and keep beating it as the
+kernel grows, but compile time grows with the kernel (a 64x64 image's gradient: 3.6 s at
+9x9, 27 s at 15x15 against 2.5 s with im2col), hence ``SHIFT_TERMS = 128``. A call's body
+is not rolled into a loop (``roll`` sees loop bodies only): a sum of shifted slices
+rolled was 10-100x slower than the same sum fused.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from yota.ir.core import Builder, Value
+from yota.ir.autodiff import register_call_rule
+from yota.ir.core import Builder, Function, Op, Value
 from yota.ir.errors import UnsupportedError
 from yota.ir.types import TensorType
 
@@ -35,18 +44,57 @@ from ..userloc import where
 from .registry import LoweringContext, register
 from .static import normalize_axis, static_value
 
-SHIFT_TERMS = 16  # kernels of at most this many elements: shifted slices; else im2col
+SHIFT_TERMS = 128  # kernels (or results) of at most this many elements: see _strategy
 STRATEGY: str | None = None  # "shifts" or "gemm" forces one (benchmarks, tests)
+RULED = True  # a call with its own derivative rule (False: the ops' rules; benchmarks)
 
 
 # -- the core: valid correlation, padding, centered slices ---------------------------------------
 def valid_correlation(b: Builder, x: Value, k: Value) -> Value:
-    """``Σ_j x[i + j] k[j]`` for every ``i`` with the window inside ``x`` (same ndim)."""
+    """``Σ_j x[i + j] k[j]`` for every ``i`` with the window inside ``x`` (same ndim): a
+    ``call`` of a body computing it (``_strategy``), whose derivative rule is two
+    correlations again (``_rule``): no ``scatter_add`` of windows, and a rule for any
+    order."""
     out = tuple(n - m + 1 for n, m in zip(x.shape, k.shape, strict=True))
     if min(out, default=1) <= 0 or not k.type.size or not x.type.size:
         return b.const(0.0, x.dtype, tuple(max(o, 0) for o in out))
-    kind = STRATEGY or ("shifts" if k.type.size <= SHIFT_TERMS else "gemm")
-    return _by_shifts(b, x, k, out) if kind == "shifts" else _by_gemm(b, x, k, out)
+    kind = _strategy(k.type.size, math.prod(out))
+    if not RULED:
+        return _computed(b, x, k, out, kind)
+    dims = "_".join("x".join(map(str, s)) or "0d" for s in (x.shape, k.shape))
+    name = f"yota_correlate_{kind}_{x.dtype.name}_{dims}"
+    callee = b.callees.get(name)
+    if callee is None:
+        sub = Builder(name)
+        xi, ki = sub.input(x.type, "x"), sub.input(k.type, "k")
+        callee = sub.build([_computed(sub, xi, ki, out, kind)])
+        register_call_rule(name, _rule)
+    return b.call(callee, x, k)[0]
+
+
+def _strategy(k_size: int, out_size: int) -> str:
+    """``shifts`` for a small kernel, ``sums`` (one reduction per result) for a small
+    result (a kernel's gradient), ``gemm`` otherwise."""
+    if STRATEGY is not None and k_size <= out_size:  # forced for the kernel side only
+        return STRATEGY
+    if k_size <= SHIFT_TERMS:
+        return "shifts"
+    return "sums" if out_size <= SHIFT_TERMS else "gemm"
+
+
+def _computed(b: Builder, x: Value, k: Value, out: tuple[int, ...], kind: str) -> Value:
+    if kind == "shifts":
+        return _by_shifts(b, x, k, out)
+    return _by_sums(b, x, k, out) if kind == "sums" else _by_gemm(b, x, k, out)
+
+
+def _rule(b: Builder, op: Op, callee: Function, dys: Sequence[Value]) -> list[Value | None]:
+    """``dx`` is the full correlation of ``dy`` with the flipped kernel, ``dk`` the valid
+    correlation of ``x`` with ``dy``."""
+    x, k = op.operands
+    dy = dys[0]
+    return [valid_correlation(b, pad_zeros(b, dy, k.shape), flipped(b, k)),
+            valid_correlation(b, x, dy)]
 
 
 def _by_shifts(b: Builder, x: Value, k: Value, out: tuple[int, ...]) -> Value:
@@ -60,6 +108,15 @@ def _by_shifts(b: Builder, x: Value, k: Value, out: tuple[int, ...]) -> Value:
         acc = term if acc is None else b.add(acc, term)
     assert acc is not None
     return acc
+
+
+def _by_sums(b: Builder, x: Value, k: Value, out: tuple[int, ...]) -> Value:
+    one, axes = (1,) * x.ndim, tuple(range(x.ndim))
+    parts = [b.reshape_to(b.sum(b.mul(b.slice(x, start=j, stop=tuple(
+        i + n for i, n in zip(j, k.shape, strict=True)), step=one), k), axes=axes), (1,))
+        for j in np.ndindex(*out)]
+    flat = parts[0] if len(parts) == 1 else b.concatenate(*parts, axis=0)
+    return b.reshape_to(flat, out)
 
 
 def windows(b: Builder, x: Value, window: tuple[int, ...], axes: tuple[int, ...]) -> Value:
