@@ -27,9 +27,10 @@ def test_readme_linear_model_struct_gradient() -> None:
     m, X = Linear(rng.random((3, 4)), rng.random(3)), rng.random((4, 5))
     val, g = yota.grad(linear_loss, m, X)
     assert np.isclose(val, linear_loss(m, X))
-    assert set(g[0]) == {("W",), ("b",)}
-    np.testing.assert_allclose(g[0][("W",)], np.ones((3, 5)) @ X.T)
-    np.testing.assert_allclose(g[0][("b",)], np.full(3, 5.0))
+    assert isinstance(g[0], yota.Tangent) and g[0]._type is Linear
+    np.testing.assert_allclose(g[0].W, np.ones((3, 5)) @ X.T)
+    np.testing.assert_allclose(g[0].b, np.full(3, 5.0))
+    assert set(g.flat[0]) == {("W",), ("b",)} and g.flat[0][("W",)] is g[0].W
     np.testing.assert_allclose(g[1], m.W.T @ np.ones((3, 5)))
     assert check_grad(linear_loss, [m, X], g) == 3
 
@@ -82,9 +83,9 @@ def test_mlp_float32_matches_float64() -> None:
     X, labels = rng.standard_normal((7, 6)), rng.integers(0, 3, 7)
     v32, g32 = yota.grad(mlp_loss, m32, X.astype(np.float32), labels)
     v64, g64 = yota.grad(mlp_loss, m64, X, labels)
-    assert g32[0][("W1",)].dtype == np.float32 and np.asarray(v32).dtype == np.float32
-    for k in g64[0]:
-        np.testing.assert_allclose(g32[0][k], g64[0][k], rtol=2e-4, atol=2e-6)
+    assert g32[0].W1.dtype == np.float32 and np.asarray(v32).dtype == np.float32
+    for k, g in g64[0]:
+        np.testing.assert_allclose(getattr(g32[0], k), g, rtol=2e-4, atol=2e-6)
 
 
 def rnn_loss(W: np.ndarray, U: np.ndarray, b: np.ndarray, xs: np.ndarray) -> Any:
@@ -130,9 +131,13 @@ def test_nested_dataclasses_dicts_lists_namedtuples() -> None:
     p = Pair(rng.random(3), 0.7)
     val, g = yota.grad(nested_loss, blk, xs, p, "sq")
     assert np.isclose(val, nested_loss(blk, xs, p, "sq"))
-    assert set(g[0]) == {("lin", "W"), ("lin", "b"), ("extra", "gain"), ("extra", "bias", "v")}
-    assert isinstance(g[0][("extra", "gain")], float)
-    assert set(g[1]) == {(0,), (1,)} and set(g[2]) == {("a",), ("scale",)}
+    assert set(g.flat[0]) == {("lin", "W"), ("lin", "b"), ("extra", "gain"),
+                              ("extra", "bias", "v")}
+    # shaped like the arguments: Tangents of the dataclasses, dicts, lists, the NamedTuple
+    assert isinstance(g[0].extra["gain"], float) and g[0].extra["unused"] is None
+    assert g[0].lin.W is g.flat[0][("lin", "W")] and g[0].extra["bias"]["v"].shape == (4,)
+    assert type(g[1]) is list and len(g[1]) == 2 and type(g[2]) is Pair
+    assert g[2].a.shape == (3,) and isinstance(g[2].scale, float)
     assert g[3] is None
     assert check_grad(nested_loss, [blk, xs, p, "sq"], g) == 9  # "unused" checks as zero
 

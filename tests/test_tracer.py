@@ -297,10 +297,14 @@ def test_big_global_is_read_at_call_time() -> None:
     assert_tree_equal(cf(x), uses_big(x))
     assert len(cf.programs[next(iter(cf.programs))]) == 1
     assert_tree_equal(yota.play(tape, x), uses_big(x))  # play reads it too
-    BIG = BIG * 2  # rebinding the global retraces
+    BIG = BIG * 2  # rebinding the global: read at call time too, nothing to retrace
     assert_tree_equal(cf(x), uses_big(x))
+    assert len(cf.programs[next(iter(cf.programs))]) == 1
+    assert_tree_equal(yota.play(tape, x), uses_big(x))
+    BIG = np.arange(3.0)  # another shape: retraced
+    assert_tree_equal(cf(np.ones(3)), uses_big(np.ones(3)))
     with pytest.raises(yota.TraceError, match="stale"):
-        yota.play(tape, x)  # a tape cannot retrace
+        yota.play(tape, np.ones(BIG.size + yota.tracer.CONST_LIMIT + 2))  # cannot retrace
 
 
 def test_play_refuses_a_stale_constant() -> None:

@@ -38,7 +38,7 @@ try:
         YotaError,
     )
 
-    from .grad import GradientResult, grad, stats
+    from .grad import GradientResult, RetraceWarning, Tangent, grad, stats
     from .pipeline import trace  # traces through when called inside a trace
     from .primitives import primitive
     from .tape import Tape
@@ -130,5 +130,5 @@ __all__ = [
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
     "update_", "to_device", "cache", "distributed", "aot", "explain", "profile", "Profile",
-    "graph", "Graph", "autograd",
+    "graph", "Graph", "autograd", "Tangent", "RetraceWarning",
 ]

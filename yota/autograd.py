@@ -261,7 +261,7 @@ def diff(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Result:
     values = tuple(p.value for p in ps)
     call = (key, ps, values, args, kwargs)
     loss, g, program = run_grad(body, call, Options(backend=BACKEND, wrt=(2,), owner=owner))
-    grads = {id(p): (g[2] or {}).get((i,)) for i, p in enumerate(ps)}
+    grads = {id(p): (g.flat[2] or {}).get((i,)) for i, p in enumerate(ps)}
     snapshot = [np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in values]
     return Result(loss, ps, grads, program, (key, ps, tuple(snapshot), args, kwargs))
 

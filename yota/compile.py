@@ -8,13 +8,14 @@ from typing import Any
 from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
+from . import captured, pipeline, randomness, tracing
 from . import device as _device
-from . import pipeline, randomness, tracing
 from .cache import tape_signature
 from .phases import compiling
-from .program import Program, signature
+from .program import Program, Stale, flatten_args, signature
 from .tape import Tape
-from .validate import check_callable
+from .validate import argnames, check_callable
+from .variants import Variants, describe_signature_change
 
 
 def _restructure(result: Any, outs: list[Any]) -> Any:
@@ -39,10 +40,11 @@ def play(tape: Tape, *args: Any) -> Any:
                              "was traced with (structure, static values, dtypes, shapes)")
     fn = pipeline.lower(tape)
     program = Program.build(tape, fn, get_backend("interp").compile(fn))
-    if not (program.still_valid() and tape.bindings_hold()):
-        raise TraceError(f"play: an array that {tape.fname} reads from a closure or global "
-                         "was changed in place or rebound after the trace, so the tape is "
-                         "stale; trace again (yota.compile retraces by itself)")
+    stale = program.check()
+    if isinstance(stale, Stale):
+        raise TraceError(f"play: a value that {tape.fname} reads from outside its arguments "
+                         f"changed after the trace ({stale.reason}), so the tape is stale; "
+                         "trace again (yota.compile retraces by itself)")
     try:
         outs = program(args)
     except GuardFailed as e:
@@ -72,10 +74,15 @@ class CompiledFunction:
         self.f = f
         self.backend = backend
         self.cache = cache  # consult the on-disk cache (yota.cache)
-        self.programs: dict[Any, list[Program]] = {}
-        self._add(tape, args)
+        self.variants: dict[Any, Variants] = {}
+        self._add(tape, args, "first trace")
 
-    def _add(self, tape: Tape, args: Any = None) -> tuple[Program, list[Any] | None]:
+    @property
+    def programs(self) -> dict[Any, list[Program]]:
+        """The compiled programs by argument signature, newest first."""
+        return {sig: v.programs for sig, v in self.variants.items()}
+
+    def _add(self, tape: Tape, args: Any, why: str) -> tuple[Program, list[Any] | None]:
         """Compile ``tape``; with ``args`` (the arguments it was traced with) run it on
         them, its guards anchored to its own values (``pipeline.first_run``)."""
         program = pipeline.build_forward(tape, self.backend, cache=self.cache)
@@ -83,9 +90,7 @@ class CompiledFunction:
         if args is not None:
             program, outs = pipeline.first_run(program, args, self.backend, kind="forward",
                                                cache=self.cache)
-        variants = self.programs.setdefault(tape_signature(tape), [])
-        variants.insert(0, program)
-        del variants[pipeline.MAX_VARIANTS:]
+        self.variants.setdefault(tape_signature(tape), Variants()).add(program, why)
         return program, outs
 
     @property
@@ -96,23 +101,27 @@ class CompiledFunction:
         if tracing.current_context() is not None:  # called inside a traced function
             return self._inline(args)
         args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"
-        programs = self.programs.get(signature(args), [])
-        rngs = randomness.states_of([p.tape for p in programs])
-        for program in programs:
-            if not (program.still_valid() and program.tape.bindings_hold()):
-                continue
-            try:
-                return _restructure(program.tape.result, program(args))
-            except GuardFailed:
-                if rngs is not None:  # the next variant (or the trace) draws them again
-                    randomness.restore_states(*rngs)
-                continue
+        leaves, sig = flatten_args(args)
+        variants = self.variants.get(sig)
+        if variants is None:
+            variants = Variants()
+            first = describe_signature_change(next(iter(self.variants)), sig,
+                                              argnames(self.f, len(args))) \
+                if self.variants and self.f is not None else "first trace"
+        else:
+            first = "first trace"
+        rngs = randomness.states_of([p.tape for p in variants.programs])
+        found = variants.find(self.f, leaves, rngs, randomness.restore_states)
+        if found is not None:
+            return _restructure(found[0].tape.result, found[1])
         if self.f is None:
             raise SignatureError("this function was compiled from a tape; the arguments do not "
                                  "match its signature or a guard failed, and it cannot retrace")
-        with compiling(self.f, "forward", self.backend):  # its phases, logged
+        why = variants.retrace(self.f, "compile", first)
+        with compiling(self.f, "forward", self.backend), captured.policy(variants.policy()):
             _, tape = pipeline.trace_forward(self.f, args)
-            program, outs = self._add(tape, args)
+            self.variants.setdefault(sig, variants)
+            program, outs = self._add(tape, args, why)
         assert outs is not None  # _add ran the program on args
         return _restructure(program.tape.result, outs)
 

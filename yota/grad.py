@@ -1,109 +1,64 @@
 """``yota.grad``: value and gradients of a scalar function, with static or dynamic graphs.
 
 Static graphs (default): the traced, differentiated, optimized program is cached per
-function and argument signature and replayed on new inputs; the guards recorded while
-tracing are checked on every replay, and a failed guard retraces and caches the new
-variant beside the old one. ``dynamic=True`` retraces on every call and reuses the
-compiled program of any earlier identical tape, fed with the new inputs.
+function (by its code: a lambda made again finds it) and argument signature, and replayed
+on new inputs; what the function read from outside its arguments and the guards recorded
+while tracing are checked on every replay, and a failure retraces and caches the new
+variant beside the old one, saying why (``yota.variants``). ``dynamic=True`` retraces on
+every call and reuses the compiled program of any earlier identical tape, fed with the
+new inputs.
 """
 
 from __future__ import annotations
 
 import sys
 import types
-import warnings
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from yota.ir.core import Function
 from yota.ir.errors import GuardFailed, TraceError, YotaError
 from yota.ir.printer import print_function
 
+from . import captured, pipeline, randomness, structs, tracing
 from . import device as _device
-from . import pipeline, randomness, structs, tracing
 from .cache.config import log
+from .gradients import GradientResult, Tangent, UnpackPlan, unpack
+from .guards import native_reads
 from .phases import compiling, note
 from .pipeline import Stats, stats
 from .program import Program, flatten_args
-from .tape import Tape, Var
 from .tracer import _local as tracer_state  # (its "stack": tracer.current_context)
-from .validate import argument_error, check_callable
+from .validate import argnames, argnums_tuple, argument_error, check_callable
+from .variants import RETRACE_WARNING, RetraceWarning, Variants, describe_signature_change
 
-__all__ = ["GradientResult", "Stats", "build_grad_program", "grad", "stats"]
-
-
-class GradientResult:
-    """Gradients by argument: ``g[i]`` is an array for an array argument, a float for a
-    float argument, a dict ``{field path: gradient}`` for a structure (only the fields
-    that received a gradient), and None for an argument with no gradient."""
-
-    __slots__ = ("_grads", "_fn", "_argnames", "__weakref__")  # (the native fast path
-    # makes instances with these fields: backends/llvm/pyentry.py, Plan.new_object)
-
-    def __init__(self, grads: list[Any], fn: Function | Program,
-                 argnames: Sequence[str]) -> None:
-        self._grads = grads
-        self._fn = fn  # a Program: its IR is read (parsed, after a cache load) on demand
-        self._argnames = argnames
-
-    def __getitem__(self, i: int) -> Any:
-        return self._grads[i]
-
-    def __len__(self) -> int:
-        return len(self._grads)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._grads)
-
-    @property
-    def tape(self) -> Function:
-        """The gradient program (IR) that computed these gradients."""
-        return self._fn.fn if isinstance(self._fn, Program) else self._fn
-
-    def __repr__(self) -> str:
-        lines = ["GradientResult("]
-        for name, g in zip(self._argnames, self._grads, strict=True):
-            if isinstance(g, dict):
-                lines.append(f"  {name}: {{")
-                for k, v in g.items():
-                    lines.append(f"    {k!r}: {_short(v)},")
-                lines.append("  },")
-            else:
-                lines.append(f"  {name}: {_short(g)},")
-        return "\n".join(lines + [")"])
+__all__ = ["GradientResult", "RetraceWarning", "Stats", "Tangent", "build_grad_program",
+           "grad", "stats", "RETRACE_WARNING"]
 
 
-def _short(v: Any) -> str:
-    if isinstance(v, np.ndarray):
-        body = np.array2string(v, threshold=8, precision=4, separator=", ")
-        return f"{body.replace(chr(10), ' ')} ({v.dtype}{list(v.shape)})"
-    return repr(v)
-
-
-RETRACE_WARNING = 5  # consecutive retraces of one function and signature before a warning
-
-
-class RetraceWarning(UserWarning):
-    """A function is traced again on every call because a guarded value keeps changing."""
-
-
-@dataclass
-class _Variants:
-    programs: list[Program] = field(default_factory=list)
-    retraces: int = 0  # consecutive calls that ended in a retrace
-    warned: bool = False
-    draws: bool = False  # a program draws random numbers: save generator states per call
-
-
-_static_cache: weakref.WeakKeyDictionary[Any, dict[Any, _Variants]] = weakref.WeakKeyDictionary()
+# code (or object) -> {(signature, options...): Variants}: see _owner_of
+_static_cache: weakref.WeakKeyDictionary[Any, dict[Any, Variants]] = weakref.WeakKeyDictionary()
 _dynamic_cache: dict[str, Program] = {}
 
 
-def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str | None = None,
+def variants_of(f: Any) -> dict[Any, Variants]:
+    """The variants ``yota.grad`` keeps for ``f`` (and for functions with its code), by
+    key ``(signature, backend, optimize, has_aux, argnums, checkpoint, kind)``."""
+    owner, method = _owner_of(f)
+    return {k: v for k, v in _static_cache.get(owner, {}).items() if k[-1] == method}
+
+
+def programs_of(f: Any) -> list[Program]:
+    """Every compiled program ``yota.grad`` keeps for ``f`` (all signatures), newest first
+    per signature (for inspection: ``yota.explain(f)``)."""
+    return [p for v in variants_of(f).values() for p in v.programs]
+
+
+def grad(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None = None,
+         dynamic: bool = False, backend: str | None = None,
          optimize: bool = True, cache: bool = True, has_aux: bool = False,
          comm: Any = None, checkpoint: bool | int | str = "auto"
          ) -> tuple[Any, GradientResult]:
@@ -116,6 +71,10 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
 
     Parameters:
 
+    - ``argnums``: the arguments to differentiate (JAX's ``argnums``: an index or a tuple
+      of indices, negative ones counting from the end); the others are constants of the
+      call: no gradient is computed for them (the program costs what a closure over them
+      would) and their ``grads[i]`` is None. Default: every argument.
     - ``dynamic``: False (default) compiles ``f`` once per argument signature and replays
       the compiled program on later calls; Python code in ``f`` runs only while tracing.
       True traces ``f`` on every call (its Python side effects run every time) and reuses
@@ -147,10 +106,19 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     again with it; the value and gradients it returns are traced values, and its guards
     are guards of the enclosing program.
 
-    ``grads[i]`` is the gradient for ``args[i]``: an array of its shape for an array, a
-    float for a Python float, a dict ``{field path: gradient}`` for a structure (only the
-    fields that get one), and ``None`` for an argument that is not differentiable (ints,
-    bools, strings, integer arrays) or that ``f`` does not use.
+    ``grads[i]`` is the gradient for ``args[i]``, shaped like it: an array of its shape for
+    an array, a float for a Python float, a dict with the same keys for a dict, a list,
+    tuple or NamedTuple for those, and for a dataclass or another object a read-only
+    ``yota.Tangent`` with one attribute per field (``g[0].W``), nested; ``None`` for an
+    argument (or a field) that is not differentiable (ints, bools, strings, integer arrays),
+    that ``f`` does not use, or that ``argnums`` leaves out. ``grads.flat[i]`` is the flat
+    view ``{field path: gradient}`` (``yota.gradients``).
+
+    Values ``f`` reads from outside its arguments (globals, closure cells, attributes of a
+    bound method's ``self``, items of dicts and lists reached from them) are never
+    silently stale: each is checked on every call (a change retraces, with a
+    ``RetraceWarning`` naming it), or read at call time as an implicit input (large
+    arrays, and a value that changed twice); see ``yota.captured``.
 
     A Python value taken from a traced array (``float()``, ``int()``, ``bool()``,
     ``.item()``, an ``if`` on an array) is a constant of the compiled program, checked by
@@ -166,6 +134,10 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     table = (_fast if backend is None else _FAST_BY_NAME.get(backend)) \
         if not dynamic and optimize and not has_aux and comm is None and \
         checkpoint == "auto" else None
+    wrt = None
+    if argnums is not None:
+        wrt = argnums_tuple(argnums, len(args), "grad")
+        table = None if table is None else _FAST_WRT.setdefault((backend, wrt), {})
     if table is not None and Program.run is _PLAIN_RUN:  # (yota.profile replaces .run)
         fast = table.get(id(f))
         if fast is not None:  # the latest program, if f is still the function it was
@@ -176,9 +148,9 @@ def grad(f: Callable[..., Any], *args: Any, dynamic: bool = False, backend: str 
     _check_checkpoint(checkpoint)
     if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
         return _distributed(f, args, comm, dynamic=dynamic, backend=backend,
-                            optimize=optimize, cache=cache, has_aux=has_aux)
+                            optimize=optimize, cache=cache, has_aux=has_aux, argnums=wrt)
     value, grads, program = run_grad(f, args, Options(dynamic, backend, optimize, cache,
-                                                       has_aux, checkpoint=checkpoint))
+                                                       has_aux, wrt, checkpoint=checkpoint))
     if table is not None and program is not None:
         _remember_fast(f, program, args, table)
     return value, grads
@@ -204,6 +176,7 @@ def _distributed(f: Callable[..., Any], args: tuple[Any, ...], comm: Any, **opti
 _Fast = dict[int, tuple[weakref.ref[Any], Callable[[Any, tuple[Any, ...]], Any], Program]]
 _fast: _Fast = {}  # backend=None (the default)
 _FAST_BY_NAME: dict[str, _Fast] = {"llvm": {}}  # an explicit backend= that has a fast path
+_FAST_WRT: dict[tuple[Any, tuple[int, ...]], _Fast] = {}  # (backend, argnums) -> table
 _PLAIN_RUN = Program.run
 NATIVE_FAST = True  # False: fast paths made from now on are Python (tools/bench_call.py --ab)
 
@@ -218,9 +191,11 @@ def _remember_fast(f: Any, program: Program, args: Sequence[Any], table: _Fast) 
         ref = weakref.ref(f, _forget(id(f), table))
     except TypeError:  # not weakly referenceable: no fast path
         return
-    fast = program.fast
-    if fast is None:  # (a program belongs to one function: its variants are f's)
-        fast = program.fast = _deferred(program, args, ref, table)
+    if program.fast is None:  # per function: programs are shared by functions of one code
+        program.fast = {}
+    fast = program.fast.get(ref)
+    if fast is None:
+        fast = program.fast[ref] = _deferred(program, args, ref, table)
     if fast is False:
         return
     table[id(f)] = (ref, fast, program)
@@ -246,7 +221,7 @@ def _deferred(program: Program, args: Sequence[Any], ref: weakref.ref[Any],
         except TraceError:
             return None
         made = _make_fast(program, now, ref)
-        program.fast = made if made is not None else False
+        program.fast[ref] = made if made is not None else False
         known = table.get(id(f))
         if known is not None and known[2] is program:  # (else already replaced)
             if made is None:
@@ -269,20 +244,21 @@ def _make_fast(program: Program, args: Sequence[Any], ref: weakref.ref[Any]
     captured arrays, constants from user code or random numbers (those need the general
     path's checks). None when it does not apply."""
     tape = program.tape
-    if program.consts or program.captured or tape.bound_consts or tape.randoms \
-            or tape.has_aux or program.unpack_plan is None or program.variants is None:
+    if not program.shareable or tape.randoms or tape.has_aux or \
+            program.unpack_plan is None or program.variants is None:
         return None
-    plan: _UnpackPlan = program.unpack_plan
+    plan: UnpackPlan = program.unpack_plan
     native = _native_fast(program, args, plan, ref) if NATIVE_FAST else None
     if native is not None:
         return native
     names = [f"a{i}" for i in range(len(args))]
     ns: dict[str, Any] = {"ndarray": np.ndarray, "stats": stats, "Result": GradientResult,
-                          "program": program, "argnames": tape.argnames,
+                          "program": program, "plan": plan, "argnames": tape.argnames,
                           "variants": program.variants,
                           "GuardFailed": GuardFailed, "run": getattr(program.exe, "_stub",
                                                                      program.exe),
-                          "ref": ref, "context": tracing.current_context}
+                          "ref": ref, "context": tracing.current_context,
+                          "check": program.checker}
     checks: list[str] = []
     leaves: list[str] = []  # in the order of flatten_args
     if not all(_fast_checks(a, name, ns, checks, leaves) for a, name in zip(args, names,
@@ -290,25 +266,28 @@ def _make_fast(program: Program, args: Sequence[Any], ref: weakref.ref[Any]
         return None
     grads = _fast_grads(plan, args)
     value = "float(outs[0])" if plan.value_is_float else "outs[0][()]"
+    reads = bool(tape.reads or tape.captured)  # checked, and the captured inputs read
     lines = [
         "def fast(f, args):",
         f"    if ref() is f and context() is None and len(args) == {len(args)}:",
         f"        {', '.join(names)}{',' if len(names) == 1 else ''} = args" if names else "",
         f"        if {' and '.join(checks) or 'True'}:",
+        "            got = check(f)" if reads else "            got = ()",
+        "            if type(got) is int: return None" if reads else "",
         "            try:",
-        f"                outs = run({', '.join(leaves)})",
+        f"                outs = run({', '.join(leaves + ['*got'])})",
         "            except GuardFailed:",
         "                return None",
         "            stats.hits += 1",
         "            variants.retraces = 0  # a hit: the calls that retrace are not consecutive",
-        f"            return {value}, Result([{', '.join(grads)}], program, argnames)",
+        f"            return {value}, Result([{', '.join(grads)}], program, argnames, plan)",
         "    return None",
     ]
     exec("\n".join(lines), ns)  # noqa: S102 - code generated from the signature
     return ns["fast"]
 
 
-def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan,
+def _native_fast(program: Program, args: Sequence[Any], plan: UnpackPlan,
                  ref: weakref.ref[Any]) -> Callable[..., Any] | None:
     """The fast path as native code (the llvm backend's ``pyentry``): the same checks,
     outputs and result as ``_make_fast``'s Python code, with no Python frame; None where
@@ -324,7 +303,11 @@ def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan,
     leaves: list[Any] = []
     if not all(_native_checks(a, reg, np_plan, ins, leaves) for a, reg in
                zip(args, np_plan.seq(1, tuple, len(args)), strict=True)) \
-            or len(leaves) != len(ins):
+            or len(leaves) + len(program.checker.captured) != len(ins):
+        return None
+    f = ref()
+    if not native_reads(np_plan, program.tape.reads, program.checker.captured, f, ins,
+                        len(leaves)):
         return None
     as_float = _native_scalars(exe, args, plan)
     if as_float is None:
@@ -339,24 +322,25 @@ def _native_fast(program: Program, args: Sequence[Any], plan: _UnpackPlan,
         else:
             np_plan.push_scalar(len(ins) + j, outs[j][1])
     push(0)
-    fields = ("_grads", "_fn", "_argnames")
+    fields = ("_grads", "_fn", "_argnames", "_plan")
     made = np_plan.can_make(GradientResult, fields)  # else called: GradientResult(...)
     if not made:
         np_plan.push(GradientResult)
     _native_grads(np_plan, len(args), plan, push)
     np_plan.push(program)
     np_plan.push(program.tape.argnames)
+    np_plan.push(plan)
     if made:
         np_plan.new_object(GradientResult, fields)
     else:
-        np_plan.call(3)
+        np_plan.call(4)
     np_plan.build(tuple, 2)
     np_plan.incr(stats, "hits")
     np_plan.setattr(program.variants, "retraces", 0)  # a hit: retraces are not consecutive
     return np_plan.finish()
 
 
-def _native_grads(np_plan: Any, nargs: int, plan: _UnpackPlan, push: Callable[[int], None]
+def _native_grads(np_plan: Any, nargs: int, plan: UnpackPlan, push: Callable[[int], None]
                   ) -> None:
     """Add to ``np_plan`` the list of gradients as ``_unpack`` builds it (``push(j)``:
     output ``j`` as the result holds it)."""
@@ -376,7 +360,7 @@ def _native_grads(np_plan: Any, nargs: int, plan: _UnpackPlan, push: Callable[[i
     np_plan.build(list, nargs)
 
 
-def _native_scalars(exe: Any, args: Sequence[Any], plan: _UnpackPlan) -> dict[int, bool] | None:
+def _native_scalars(exe: Any, args: Sequence[Any], plan: UnpackPlan) -> dict[int, bool] | None:
     """The outputs the result holds as scalars: output -> a float (True) or a NumPy
     scalar (False); None if one is not a 0-d number the native path reads."""
     as_float = {0: plan.value_is_float}
@@ -450,7 +434,7 @@ def _fast_checks(a: Any, expr: str, ns: dict[str, Any], checks: list[str],
     return False
 
 
-def _fast_grads(plan: _UnpackPlan, args: Sequence[Any]) -> list[str]:
+def _fast_grads(plan: UnpackPlan, args: Sequence[Any]) -> list[str]:
     """The expressions of the gradients, as ``_unpack`` builds them: an array (a NumPy
     scalar for a 0-d one) for an array argument, ``{path: gradient}`` for a structure."""
     grads: list[Any] = [None] * len(args)
@@ -504,7 +488,7 @@ def run_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
         program, outs = _dynamic_program(f, args, opts)
     else:
         program, outs = _static_run(f, args, opts)
-    return (*_unpack(program, program.tape, outs, args), program)
+    return (*unpack(program, program.tape, outs, args), program)
 
 
 def nested_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,
@@ -516,7 +500,7 @@ def nested_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = Fals
     _, tape = pipeline.trace_grad(f, tracing.detach(tuple(args)), has_aux, wrt)
     gfn = pipeline.grad_ir(tape, optimized=False)
     outs = tracing.inline(gfn, tape, args, what)
-    return _unpack(gfn, tape, outs, args)
+    return unpack(gfn, tape, outs, args)
 
 
 def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
@@ -528,66 +512,62 @@ def _static_run(f: Callable[..., Any], args: Sequence[Any], opts: Options
     owner, method = _owner_of(f if opts.owner is None else opts.owner)
     key = (sig, opts.backend, opts.optimize, opts.has_aux, opts.wrt, opts.checkpoint, method)
     per_fn = _static_cache.setdefault(owner, {})
-    variants = per_fn.setdefault(key, _Variants())
-    failed: tuple[Program, GuardFailed] | None = None
+    variants = per_fn.get(key)
+    first = "first trace"
+    if variants is None:
+        earlier = [k for k in per_fn if k[1:] == key[1:]]
+        if earlier:  # traced before with other arguments
+            first = describe_signature_change(earlier[-1][0], sig, argnames(f, len(args)))
+        variants = per_fn[key] = Variants()
     rngs = randomness.states_of([p.tape for p in variants.programs]) if variants.draws \
         else None
-    for program in list(variants.programs):
-        if not program.still_valid():
-            variants.programs.remove(program)
-            continue
-        try:
-            outs = program.run(leaves)
-        except GuardFailed as e:
-            stats.guard_failures += 1
-            log.info("yota: %s", e)
-            failed = (program, e)
-            if rngs is not None:  # the next variant (or the trace) draws the same numbers
-                randomness.restore_states(*rngs)
-            continue
-        stats.hits += 1
-        variants.retraces = 0
-        program.variants = variants
-        return program, outs
-    if failed is not None:
-        _note_retrace(f, variants, *failed)
+    found = variants.find(f, leaves, rngs, randomness.restore_states,
+                          strict=opts.owner is None)
+    if found is not None:
+        return found
+    why = variants.retrace(f, "grad", first)
     with compiling(f, "grad", opts.backend):  # its phases, logged (yota.phases)
-        _, tape = pipeline.trace_grad(f, args, opts.has_aux, opts.wrt, opts.checkpoint)
+        tape = _trace(f, args, opts, variants)
         program = pipeline.build_grad(tape, opts.backend, optimized=opts.optimize,
                                       cache=opts.cache)
         program, outs = pipeline.first_run(program, args, opts.backend, kind="grad",
                                            cache=opts.cache)
-    variants.programs.insert(0, program)
-    program.variants = variants
-    del variants.programs[pipeline.MAX_VARIANTS:]
-    variants.draws = any(p.tape.draws for p in variants.programs)
+    variants.add(program, why)
     return program, outs
 
 
-def _note_retrace(f: Any, variants: _Variants, program: Program, e: GuardFailed) -> None:
-    """Count a retrace after failed guards; warn once when they keep coming."""
-    variants.retraces += 1
-    if variants.retraces < RETRACE_WARNING or variants.warned:
-        return
-    variants.warned = True
-    name = getattr(f, "__name__", type(f).__name__)
-    loc = pipeline.guard_loc(program.fn, program.tape, e)
-    where = loc.describe() if loc is not None else "a line of your code"
-    warnings.warn(
-        f"yota.grad: {name} was traced again on each of the last {variants.retraces} calls "
-        f"because the Python value taken from a traced array at {where} (float(), int(), "
-        "bool(), .item() or an if on an array) changed every time. Such a value is a "
-        "constant of the compiled program, checked on each call, and each new value "
-        "compiles a new program. Keep it as an array (to log it, return it as a second "
-        "output of a wrapper) or compute it outside the function.", RetraceWarning,
-        stacklevel=4)
+def _trace(f: Callable[..., Any], args: Sequence[Any], opts: Options, variants: Variants
+           ) -> Any:
+    """Trace ``f`` for its gradient, the values it reads from outside treated as the
+    variants' retraces taught (``Variants.policy``); when values read from outside made
+    the trace fail as traced values, once more with them guarded instead."""
+    policy = variants.policy()
+    try:
+        with captured.policy(policy):
+            return pipeline.trace_grad(f, args, opts.has_aux, opts.wrt, opts.checkpoint)[1]
+    except YotaError as e:
+        if not policy.used:
+            raise
+        log.info("yota: tracing %s with the values it reads from outside as traced "
+                 "values failed (%s); they are guarded instead", getattr(f, "__name__", f),
+                 e)
+        variants.substitute = False
+        with captured.policy(variants.policy()):
+            return pipeline.trace_grad(f, args, opts.has_aux, opts.wrt, opts.checkpoint)[1]
 
 
 def _owner_of(f: Any) -> tuple[Any, Any]:
-    """The object ``f``'s programs are cached under, and what tells them apart there: a
-    bound method (a new object at each ``obj.method``) under its object, by its function."""
-    if isinstance(f, types.MethodType):
-        return _cache_owner(f.__self__), f.__func__
+    """The object ``f``'s programs are cached under, and what tells them apart there. A
+    function (or a bound method, a callable object) written in Python: its code, so that a
+    function made again with the same code finds the programs (each checks what it read
+    from outside on the function called, ``Program.check``); else the object itself."""
+    func = f.__func__ if isinstance(f, types.MethodType) else f
+    if isinstance(func, types.FunctionType):
+        kind = "method" if func is not f else "function"
+        return func.__code__, (kind, id(func.__globals__))
+    call = vars(type(f)).get("__call__") if not isinstance(f, type) else None
+    if isinstance(call, types.FunctionType) and type(f).__module__ != "functools":
+        return call.__code__, ("callable", id(call.__globals__))
     return _cache_owner(f), None
 
 
@@ -648,70 +628,3 @@ def build_grad_program(f: Callable[..., Any], args: Sequence[Any], backend: str 
     with compiling(f, "grad", backend):
         _, tape = pipeline.trace_grad(f, args)
         return pipeline.build_grad(tape, backend, optimized=optimize, cache=cache)
-
-
-def _unpack(fn: Function | Program, tape: Tape, outs: list[Any], args: Sequence[Any]
-            ) -> tuple[Any, GradientResult]:
-    """The value and gradients as the user gets them, from the outputs of ``fn`` (a
-    program's IR, or the ``Program``: its plan is kept on it)."""
-    program = fn if isinstance(fn, Program) else None
-    plan = _unpack_plan(fn, tape, args)
-    value = _scalar(outs[0], plan.value_is_float)
-    grads: list[Any] = [None] * len(args)
-    for argnum, path, j, as_float in plan.leaves:
-        g = _scalar(outs[j], as_float)
-        if path is None:
-            grads[argnum] = g
-        else:
-            if grads[argnum] is None:
-                grads[argnum] = {}
-            grads[argnum][path] = g
-    if tape.has_aux:  # the auxiliary outputs follow the gradients
-        aux = tracing.restructure(tape.result[1], outs[1 + len(_grads_of(fn)):])
-        value = (value, aux)
-    return value, GradientResult(grads, program if program is not None else fn,
-                                 tape.argnames)
-
-
-@dataclass(frozen=True)
-class _UnpackPlan:
-    """Where each gradient output goes: (argument, field path or None, output, as float)."""
-
-    value_is_float: bool
-    leaves: tuple[tuple[int, tuple[Any, ...] | None, int, bool], ...]
-
-
-def _grads_of(fn: Function | Program) -> tuple[int, ...]:
-    return fn.grads if isinstance(fn, Program) else tuple(fn.attrs.get("grads", ()))
-
-
-def _unpack_plan(fn: Function | Program, tape: Tape, args: Sequence[Any]) -> _UnpackPlan:
-    program = fn if isinstance(fn, Program) else None
-    if program is not None and program.unpack_plan is not None:
-        return program.unpack_plan
-    out_of = {leaf: j for j, leaf in enumerate(_grads_of(fn), start=1)}
-    leaves = []
-    for i, (argnum, path, _) in enumerate(tape.leaf_vars):
-        if i in out_of:
-            leaf = structs.get_path(args[argnum], path)
-            direct = path == () and (structs.is_leaf(args[argnum])
-                                     or structs.is_traced(args[argnum]))
-            as_float = type(leaf) is float or structs.is_traced(leaf) and leaf.weak
-            leaves.append((argnum, None if direct else path, out_of[i], as_float))
-    result = tape.result[0] if tape.has_aux else tape.result
-    plan = _UnpackPlan(isinstance(result, float) or _weak(result), tuple(leaves))
-    if program is not None:
-        program.unpack_plan = plan  # same signature, same plan
-    return plan
-
-
-def _weak(r: Any) -> bool:
-    return isinstance(r, Var) and r.weak
-
-
-def _scalar(x: Any, as_float: bool) -> Any:
-    """An output as the user gets it: a float for a float, a NumPy scalar for a 0-d array
-    (a traced value of an enclosing trace stays as it is)."""
-    if structs.is_traced(x):
-        return x
-    return float(x) if as_float else x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x

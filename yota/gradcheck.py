@@ -57,7 +57,8 @@ def with_leaf(args: Sequence[Any], leaf: Leaf, value: Any) -> list[Any]:
 
 def gradient_of(g: Any, leaf: Leaf) -> Any:
     """The gradient of ``leaf`` in a ``GradientResult`` (None: no gradient)."""
-    return g[leaf.argnum] if leaf.path == () else (g[leaf.argnum] or {}).get(leaf.path)
+    flat = g.flat if hasattr(g, "flat") else g
+    return flat[leaf.argnum] if leaf.path == () else (flat[leaf.argnum] or {}).get(leaf.path)
 
 
 def _value_at(f: Callable[..., Any], args: Sequence[Any],

@@ -1,8 +1,10 @@
 """A traced program ready to run on new arguments of the same signature.
 
-It maps arguments to the IR's inputs (the dynamic leaves, then captured arrays), checks
-that small constant arrays taken from user code did not change and that captured globals
-were not rebound (either triggers a retrace), and runs the compiled IR.
+It maps arguments to the IR's inputs (the dynamic leaves, then captured values), checks
+that what the function read from outside its arguments still holds (``check``: the reads
+of ``yota.captured``, by one generated function per program, ``yota.guards``; and the
+small constant arrays met elsewhere in user code, compared with their copies), and runs
+the compiled IR.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 from yota.ir.core import Function
 
 from . import structs
+from .captured import Read, same_function
+from .guards import Checker, anchored, changed
 from .tape import Tape
 
 
@@ -43,8 +47,9 @@ class Program:
     and ``facts`` (``grads``: the differentiated inputs, ``guards``: how many guard ops),
     which is all a call needs."""
 
-    __slots__ = ("tape", "_fn", "_text", "exe", "consts", "captured", "facts",
-                 "unpack_plan", "fast", "variants")
+    __slots__ = ("tape", "_fn", "_text", "exe", "consts", "facts",
+                 "unpack_plan", "fast", "variants", "checker", "shareable", "why",
+                 "_anchored")
 
     def __init__(self, tape: Tape, fn: Function | str, exe: Any,
                  consts: list[tuple[Any, np.ndarray]] | None = None,
@@ -53,12 +58,18 @@ class Program:
         self.tape, self.exe = tape, exe
         self._fn: Function | None = fn if isinstance(fn, Function) else None
         self._text: str | None = fn if isinstance(fn, str) else None
-        self.consts = consts if consts is not None else []
-        self.captured = captured if captured is not None else []
+        self.consts = consts if consts is not None else []  # (captured: read from the tape)
         self.facts = facts
         self.unpack_plan: Any = None  # set by yota.grad on the first call
         self.fast: Any = None  # yota.grad's generated call path, once built
         self.variants: Any = None  # the yota.grad variants it belongs to (retrace count)
+        inputs = {id(r.entry): r for r in tape.reads if r.mode == "input"}
+        self.checker = Checker(tape.reads, [inputs.get(id(e), e.value) for e in tape.captured])
+        # reused for another function object with the same code (equal captured values):
+        # only when every value read from outside is re-read from the function called
+        self.shareable = not (tape.held or self.consts or tape.bound_consts)
+        self.why = "traced"  # why this variant exists (yota.explain)
+        self._anchored: Checker | None = None  # the checks without the function
 
     @classmethod
     def build(cls, tape: Tape, fn: Function | str, exe: Any,
@@ -98,22 +109,80 @@ class Program:
             return int(self.facts["guards"])
         return sum(op.name == "guard" for op in self.fn.ops)
 
-    def still_valid(self) -> bool:
-        """False when a constant array from user code changed or a global was rebound."""
-        if not (self.consts or self.captured or self.tape.bound_consts):
-            return True
+    @property
+    def captured(self) -> list[tuple[Any, dict[str, Any] | None, str]]:
+        """The captured inputs, after the arguments' leaves: ``(value, globals, name)``,
+        each value as the program reads it now (from the traced function)."""
+        got = self.check()
+        values = got if isinstance(got, list) else [e.value for e in self.tape.captured]
+        return [(v, *self._names(e)) for v, e in zip(values, self.tape.captured, strict=True)]
+
+    @staticmethod
+    def _names(e: Any) -> tuple[Any, str]:
+        extra = e.extra if isinstance(e.extra, tuple) else (None, "")
+        return extra[0], extra[1]
+
+    def check(self, f: Any = None, strict: bool = True) -> list[Any] | Stale:
+        """The captured inputs to run with when everything the function read from outside
+        its arguments still holds for function ``f`` (default: the traced one), else
+        ``Stale`` saying what changed. ``strict``: a program holding arrays that are not
+        re-read (not ``shareable``) holds only for the function it was traced from."""
+        traced = self.tape.function() if self.tape.function is not None else None
+        if f is None:
+            f = traced
+        elif strict and not self.shareable and (traced is None or
+                                                not same_function(f, traced)):
+            return Stale("a new function object with the same code (its closure or "
+                         "globals hold arrays that are not re-read at each call)")
+        if self.consts or self.tape.bound_consts or self.tape.held:
+            stale = self._held_stale()
+            if stale is not None:
+                return stale
+        checker = self.checker if f is not None else self._without_function()
+        got = checker(f)
+        if isinstance(got, int):
+            r = self.tape.reads[got]
+            return Stale(f"{r.describe()} {changed(checker.reads[got], f)}", r)
+        return got
+
+    def _without_function(self) -> Checker:
+        """The checks from the reads' anchors (the traced function is gone)."""
+        if self._anchored is None:
+            reads = anchored(self.tape.reads)
+            same = {id(a): b for a, b in zip(self.tape.reads, reads, strict=True)}
+            self._anchored = Checker(reads, [same.get(id(c), c) if isinstance(c, Read) else c
+                                             for c in self.checker.captured])
+        return self._anchored
+
+    def _held_stale(self) -> Stale | None:
         for obj, snapshot in self.consts:
             if obj.shape != snapshot.shape or not np.array_equal(obj, snapshot, equal_nan=True):
-                return False
-        return self.tape.bindings_hold() and all(
-            scope is None or scope.get(name) is obj for obj, scope, name in self.captured)
+                return Stale(f"an array of {list(obj.shape)} from outside the function "
+                             "changed in place")
+        if not self.tape.bindings_hold():
+            return Stale("a global that held an array used as a constant was rebound")
+        for e in self.tape.captured:
+            scope, name = self._names(e)
+            if scope is not None and scope.get(name) is not e.value:
+                return Stale(f"global {name} (an array read at each call) was rebound")
+        return None
 
-    def run(self, leaves: list[Any], *, traced_draws: bool = False) -> list[np.ndarray]:
-        """Run on the arguments' dynamic leaves (see ``flatten_args``). Random numbers
-        are drawn again first (``yota.randomness``), unless ``traced_draws``: then the run
-        uses the numbers drawn while tracing (the first run of a program just traced)."""
-        if self.captured:
-            leaves = leaves + [obj for obj, _, _ in self.captured]
+    def still_valid(self, f: Any = None) -> bool:
+        """False when something the function read from outside changed (``check``)."""
+        return not isinstance(self.check(f), Stale)
+
+    def run(self, leaves: list[Any], *, traced_draws: bool = False,
+            captured: list[Any] | None = None) -> list[np.ndarray]:
+        """Run on the arguments' dynamic leaves (see ``flatten_args``) and ``captured``
+        (``check``'s inputs; default: checked now). Random numbers are drawn again first
+        (``yota.randomness``), unless ``traced_draws``: then the run uses the numbers
+        drawn while tracing (the first run of a program just traced)."""
+        if self.tape.captured:
+            if captured is None:
+                got = self.check()
+                captured = got if isinstance(got, list) else [e.value for e in
+                                                              self.tape.captured]
+            leaves = leaves + captured
         if self.tape.randoms:
             leaves = leaves + (self.tape_draws() if traced_draws else self.tape.draws.replay())
         return self.exe(*leaves)
@@ -125,3 +194,16 @@ class Program:
     def __call__(self, args: Sequence[Any], *, traced_draws: bool = False
                  ) -> list[np.ndarray]:
         return self.run(flatten_args(args)[0], traced_draws=traced_draws)
+
+
+class Stale:
+    """Why a program cannot be reused: ``reason`` (a sentence), and the ``read`` that no
+    longer holds (None for other causes)."""
+
+    __slots__ = ("reason", "read")
+
+    def __init__(self, reason: str, read: Read | None = None) -> None:
+        self.reason, self.read = reason, read
+
+    def __repr__(self) -> str:
+        return f"Stale({self.reason!r})"

@@ -26,21 +26,29 @@ _OPAQUE = (type, np.dtype, types.FunctionType, types.BuiltinFunctionType, types.
 
 
 _traced: tuple[type, ...] = ()  # the tracer class (yota.tracing): never walked into
+_static: tuple[type, ...] = ()  # boxes that are static values by identity (autograd.Param)
 _stop: tuple[type, ...] = _SCALARS + _OPAQUE  # what children() does not walk into
 
 
 def register(*, traced: type | None = None, static: type | None = None) -> None:
     """Declare a tracer class (``yota.tracing``) or a box that is a static value by its
     identity in an argument (``yota.autograd.Param``): neither is walked into."""
-    global _traced, _stop
+    global _traced, _stop, _static
     if traced is not None:
         _traced += (traced,)
+    if static is not None:
+        _static += (static,)
     _stop += tuple(t for t in (traced, static) if t is not None)
 
 
 def is_traced(x: Any) -> bool:
     """True for a tracer (a value of a running trace)."""
     return isinstance(x, _traced)
+
+
+def is_static_box(x: Any) -> bool:
+    """True for a box registered as a static value by its identity (``Param``)."""
+    return isinstance(x, _static)
 
 
 def is_leaf(x: Any) -> bool:

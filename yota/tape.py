@@ -113,7 +113,11 @@ class Tape:
         self.ir_values: dict[Var, Any] = {}  # Var -> its IR value in to_ir(tape)
         self.has_aux = False
         self.checkpoint: Any = "auto"  # which loops' gradients are checkpointed
-        self.wrt: tuple[int, ...] | None = None  # the arguments differentiated (None: all)  # the result is (loss, aux): yota.grad(..., has_aux=True)
+        self.wrt: tuple[int, ...] | None = None  # the arguments differentiated (None: all)
+        # values read from outside the arguments (yota.captured.Read), checked per call
+        self.reads: list[Any] = []
+        self.function: Any = None  # the traced function, weakly (yota.captured.handle)
+        self.held = False  # arrays from user code not found by a read: held, not re-read
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
         self.nvars += 1

@@ -55,6 +55,7 @@ class TraceContext:
         self.inputs: list[Any] = []
         self.deferred: UnsupportedError | None = None  # raised when the function returns
         self.foreign: dict[int, tuple[Tracer, Var]] = {}  # enclosing traces' tracers used
+        self.found: Any = None  # what the function reads from outside (yota.captured.Found)
 
     def foreign_var(self, t: Tracer) -> Var:
         """A tracer of an enclosing trace used in this one (a nested ``yota.grad`` whose
@@ -131,18 +132,41 @@ class TraceContext:
             raise TraceError(f"an array of dtype {a.dtype} is used at {where()}; Yota "
                              "supports float32, float64, int32, int64 and bool: convert it")
         var = self.tape.new_var(TensorType(a.dtype, a.shape))
-        if a.size <= CONST_LIMIT or isinstance(arr, np.generic):
+        read = self.found.arrays.get(key) if self.found is not None else None
+        if read is not None:  # found where the function reads it: that read is guarded
+            entry = Entry("const", [var], value=a.copy(), extra=read) if a.size <= \
+                CONST_LIMIT else Entry("captured", [var], value=arr,
+                                       extra=(None, read.text), loc=user_loc())
+            if entry.kind == "captured":
+                self.tape.captured.append(entry)
+        elif a.size <= CONST_LIMIT or isinstance(arr, np.generic):
+            self.tape.held = True
             entry = Entry("const", [var], value=a.copy(), extra=arr)
             scope, name = binding_name(arr) if isinstance(arr, np.ndarray) else (None, "")
             if scope is not None:  # a global: rebinding its name makes the tape stale
                 self.tape.bound_consts.append((arr, scope, name))
         else:
+            self.tape.held = True
             entry = Entry("captured", [var], value=arr, extra=binding_name(arr),
                           loc=user_loc())
             self.tape.captured.append(entry)
         self.tape.add(entry)
         self.arrays[key] = (arr, var)  # keeps arr alive so its id stays unique
         return var
+
+    def source_input(self, read: Any, value: Any) -> Tracer:
+        """The traced value standing for ``value``, which the function reads from outside
+        its arguments at ``read`` (a ``yota.captured.Read``) and which the program reads
+        at every call: an implicit input (``captured`` entry) the function cannot write."""
+        weak = type(value) in (float, int)
+        a = np.asarray(value)
+        var = self.tape.new_var(TensorType(a.dtype, a.shape), weak)
+        entry = Entry("captured", [var], value=value, extra=(None, read.text), loc=read.loc)
+        self.tape.captured.append(entry)
+        self.tape.add(entry)
+        read.entry = entry
+        owner = f"the {read.kind} {read.text}, read from outside the function"
+        return Tracer(self, var, value, store=Storage(const=False, owner=owner))
 
     def const_var(self, value: Any, weak: bool = False, made: Made | None = None) -> Var:
         """A constant of the trace made by the function itself (a fresh array and what was

@@ -9,6 +9,7 @@ tape variables. ``primitives=`` traces chosen helper functions as single entries
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from yota.ir.core import Function
 from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.interpreter import run
 
-from . import foreign, structs
+from . import captured, foreign, structs
 from . import tracer as _tracer
 from .patching import NumpyPatch
 from .primitives import temporary_primitives
@@ -57,18 +58,24 @@ def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[A
     loc = Loc(code.co_filename, code.co_firstlineno, name) if code else None
     tape = Tape(name, loc)
     tape.argnames = argnames(f, len(args))
+    nested = current_context() is not None
     ctx = TraceContext(tape)
     ctx.inputs = list(args)
     traced_args = [ctx.input(i, a) for i, a in enumerate(args)]
+    pol = captured.Policy(substitute=False) if nested else captured.current_policy()
+    found = ctx.found = captured.discover(f, len(args), pol)
     snapshot = Snapshot.of(f, traced_args)
     recorder = Recorder(ctx)
     check = UnrecordedDraws(snapshot.unrecordable)
     try:
         with active(ctx), temporary_primitives(f, primitives), foreign.answering(), \
-                recording(recorder, snapshot.rng_slots):
+                recording(recorder, snapshot.rng_slots), \
+                captured.substituted(found, f, ctx.source_input):
             result = f(*traced_args)
     finally:
         snapshot.restore()  # no tracer outlives the trace in the user's objects
+    tape.reads = captured.settle(found, f)
+    tape.function = captured.handle(f)
     check.after(recorder, tape)
     tape.draws = recorder.draws
     if ctx.deferred is not None:
@@ -176,6 +183,10 @@ def inline(fn: Function, tape: Tape, args: Any, what: str) -> list[Any]:
             if e.kind == "const" and isinstance(e.extra, np.ndarray):
                 ctx.array_var(e.extra)
         ctx.tape.bound_consts += tape.bound_consts
+        ctx.tape.held = ctx.tape.held or tape.held
+        fn_obj = tape.function() if tape.function is not None else None
+        ctx.tape.reads += [r if r.root is not None else dataclasses.replace(r, root=fn_obj)
+                           for r in tape.reads if r.root is not None or fn_obj is not None]
     tape.foreign_tracers = {}  # the tape outlives this trace: it must hold no tracer
 
     def forward(*xs: Any) -> list[Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -11,14 +11,17 @@ import numpy as np
 from yota.ir.errors import YotaError
 
 from . import structs
+from .gradients import Tangent
 
 
 def update_(obj: Any, grads: Any, fn: Callable[[Any, Any], Any] = lambda x, gx: x - gx) -> Any:
     """Set each leaf ``x`` of ``obj`` that has a gradient ``gx`` to ``fn(x, gx)``, in place.
 
-    ``grads`` is what ``yota.grad`` gives for ``obj``: an array for an array, a dict from
-    field path to gradient for a structure. Arrays are written in place; float fields are
-    reassigned in their (mutable) parent.
+    ``grads`` is what ``yota.grad`` gives for ``obj``: an array for an array, and for a
+    structure the gradient shaped like it (dicts, lists, tuples, NamedTuples and
+    ``yota.Tangent`` objects, with None where a leaf has none) or its flat view
+    ``{field path: gradient}`` (``grads.flat[i]``). Arrays are written in place; float
+    fields are reassigned in their (mutable) parent.
 
     >>> import numpy as np, yota
     >>> w = np.ones(2)
@@ -31,8 +34,8 @@ def update_(obj: Any, grads: Any, fn: Callable[[Any, Any], Any] = lambda x, gx: 
                         f"{type(fn).__name__}")
     if grads is None:
         return obj
-    items = [((), obj, grads)] if not isinstance(grads, dict) else \
-        [(path, _leaf_at(obj, path), g) for path, g in grads.items() if g is not None]
+    items = [(path, obj if not path else _leaf_at(obj, path), g)
+             for path, g in _leaves(obj, grads, ())]
     # every new value is computed and checked before the first write: on an error, nothing
     # of the caller's data has changed
     writes = [(path, x, _new_value(x, g, fn, path, obj)) for path, x, g in items]
@@ -42,6 +45,29 @@ def update_(obj: Any, grads: Any, fn: Callable[[Any, Any], Any] = lambda x, gx: 
         else:
             _set_field(structs.get_path(obj, path[:-1]), path, new)
     return obj
+
+
+def _leaves(obj: Any, grads: Any, path: tuple[Any, ...]) -> Iterator[tuple[Any, Any]]:
+    """(field path, gradient) of each leaf of ``grads`` (shaped like ``obj``, or flat)."""
+    if grads is None:
+        return
+    if isinstance(grads, Tangent):
+        for k, g in grads:
+            yield from _leaves(obj, g, path + (k,))
+    elif isinstance(grads, dict):
+        here = obj if not path else _leaf_at(obj, path)
+        flat = grads and all(isinstance(k, tuple) for k in grads) and not (
+            isinstance(here, dict) and all(k in here for k in grads))
+        for k, g in grads.items():
+            if not flat:
+                yield from _leaves(obj, g, path + (k,))
+            elif g is not None:
+                yield path + k, g
+    elif isinstance(grads, (list, tuple)) and not hasattr(grads, "shape"):
+        for i, g in enumerate(grads):
+            yield from _leaves(obj, g, path + (i,))
+    else:
+        yield path, grads
 
 
 def _where(path: tuple[Any, ...]) -> str:

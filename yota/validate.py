@@ -71,3 +71,21 @@ def argument_error(f: Callable[..., Any], args: Sequence[Any], e: TraceError) ->
                                   f"{msg[len('the argument '):]}")
             return TraceError(f"argument {names[i]!r} of {fname}: {msg}")
     return e
+
+
+def argnums_tuple(argnums: Any, nargs: int, what: str) -> tuple[int, ...]:
+    """JAX's ``argnums`` (an index or a sequence of indices, negative ones from the end)
+    as a tuple of argument indices, checked (``yota.transforms`` reads it the same way).
+
+    >>> argnums_tuple(-1, 3, "grad")
+    (2,)
+    """
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums) if isinstance(
+        argnums, (tuple, list)) else None
+    if nums is None or not nums or any(
+            not isinstance(a, int) or isinstance(a, bool) or not -nargs <= a < nargs
+            for a in nums):
+        raise YotaError(f"yota.{what}: argnums {argnums!r} does not name arguments of the "
+                        f"call ({nargs} given): pass an index or a tuple of indices, e.g. "
+                        f"argnums=0 or argnums=(0, 1)")
+    return tuple(a % nargs for a in nums)

@@ -25,7 +25,7 @@ HEADER = 5  # plan words before the first op: slots, registers, stack depth, Non
 # opcodes (see pyentry_ir._Gen for each one's operand words)
 (SEQ, ITEM_T, ITEM_L, ARRAY, IS, EQ, OUT_NEW, OUT_CALL, OUT_SCRATCH, RUN, PUSH_OUT,
  PUSH_FLOAT, PUSH_SCALAR, PUSH_OBJ, LIST, TUPLE, DICT, CALL, INCR, SETATTR,
- RETURN, NEW_OBJECT, REFERENT, NOT_SET, DICT_ITEMS, FLOAT) = range(1, 27)
+ RETURN, NEW_OBJECT, REFERENT, NOT_SET, DICT_ITEMS, FLOAT, CONST, GET) = range(1, 29)
 
 # The Python C API functions the dispatcher calls: name -> signature (result, arguments:
 # p pointer, i int32, l int64, d double, v void).
@@ -39,6 +39,7 @@ PY_API: dict[str, str] = {
     "PyObject_GetAttr": "p pp", "PyObject_SetAttr": "i ppp", "PyNumber_Add": "p pp",
     "PyLong_AsVoidPtr": "p p", "PyEval_SaveThread": "p", "PyEval_RestoreThread": "v p",
     "PyType_GenericAlloc": "p pl", "PyDict_Next": "i pppp",
+    "PyObject_GetItem": "p pp", "PyCell_Get": "p p",
 }
 # NumPy's C API, from its ``_ARRAY_API`` table: our name -> (index, signature).
 NP_API: dict[str, tuple[int, str]] = {

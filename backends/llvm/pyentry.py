@@ -44,11 +44,13 @@ from .pyabi import (
     ARRAY_DESCR,
     BYTES_DATA,
     CALL,
+    CONST,
     DICT,
     DICT_ITEMS,
     EQ,
     FLOAT,
     FLOAT_VALUE,
+    GET,
     INCR,
     IS,
     ITEM_L,
@@ -249,6 +251,25 @@ class Plan:
         same descriptor object) and ``shape``, C-contiguous and aligned; its data goes to
         ``slot``."""
         self._op(ARRAY, reg, self.ref(np.ndarray), self.ref(dtype), len(shape), slot, *shape)
+
+    def const(self, obj: Any) -> int:
+        """A new register holding ``obj`` (kept alive by the plan)."""
+        reg = self.nregs
+        self.nregs += 1
+        self._op(CONST, reg, self.ref(obj))
+        return reg
+
+    def get(self, src: int, key: Any, kind: str) -> int:
+        """A new register holding ``getattr(r, key)`` (``kind`` "attr"), ``r[key]``
+        ("item") or the contents of cell ``r`` ("cell"), ``r`` the object in register
+        ``src``; the reference is held until the call returns (a slot of its own)."""
+        reg, hold = self.nregs, self.nslots
+        self.nregs += 1
+        self.nslots += 1
+        code = {"attr": 0, "item": 1, "cell": 2}[kind]
+        self._op(GET, reg, src, self.ref(sys.intern(key) if isinstance(key, str) else key),
+                 code, hold)
+        return reg
 
     def referent(self, reg: int, ref: Any) -> None:
         """Check that weak reference ``ref`` refers to the object in register ``reg``."""

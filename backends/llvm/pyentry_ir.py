@@ -13,12 +13,14 @@ from .pyabi import (
     ARRAY_DESCR,
     BYTES_DATA,
     CALL,
+    CONST,
     DICT,
     DICT_ITEMS,
     EQ,
     EXACT_ARGS,
     FLOAT,
     FLOAT_VALUE,
+    GET,
     HEADER,
     INCR,
     IS,
@@ -193,7 +195,8 @@ class _Gen:
                           (INCR, self.op_incr), (SETATTR, self.op_setattr),
                           (RETURN, self.op_return), (NEW_OBJECT, self.op_new_object),
                           (REFERENT, self.op_referent), (NOT_SET, self.op_not_set),
-                          (DICT_ITEMS, self.op_dict_items), (FLOAT, self.op_float)]:
+                          (DICT_ITEMS, self.op_dict_items), (FLOAT, self.op_float),
+                          (CONST, self.op_const), (GET, self.op_get)]:
             blk = self.block(gen.__name__)
             sw.add_case(i64(code), blk)
             b.position_at_end(blk)
@@ -279,6 +282,36 @@ class _Gen:
                 b.store(v, p)
         b.store(p, self.elem(self.slots, slot))
         self.advance(5)
+        b.branch(self.loop)
+
+    def op_const(self) -> None:  # CONST dst, obj: an object of the plan into a register
+        self.b.store(self.word(2, PTR), self.elem(self.regs, self.word(1)))
+        self.advance(3)
+        self.b.branch(self.loop)
+
+    def op_get(self) -> None:  # GET dst, src, key, kind (0 attr, 1 item, 2 cell), hold slot
+        """``getattr(src, key)``, ``src[key]`` or a cell's contents into register ``dst``,
+        the new reference held in slot ``hold`` (released with the outputs not handed
+        on): what a function reads from outside its arguments, checked or passed."""
+        b = self.b
+        o, key, kind = self.reg(2), self.word(3, PTR), self.word(4)
+        out = self.var(PTR)
+        with b.if_else(b.icmp_signed("==", kind, i64(0))) as (attr, other):
+            with attr:
+                b.store(self.call("PyObject_GetAttr", o, key), out)
+            with other:
+                with b.if_else(b.icmp_signed("==", kind, i64(1))) as (item, cell):
+                    with item:
+                        b.store(self.call("PyObject_GetItem", o, key), out)
+                    with cell:
+                        b.store(self.call("PyCell_Get", o), out)
+        r = b.load(out, typ=PTR)
+        got = self.block("get.got")
+        b.cbranch(self.null(r), self.fail, got)
+        b.position_at_end(got)
+        b.store(r, self.elem(self.objs, self.word(5)))
+        b.store(r, self.elem(self.regs, self.word(1)))
+        self.advance(6)
         b.branch(self.loop)
 
     def _item(self, items: ir.Value) -> None:
