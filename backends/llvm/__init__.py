@@ -206,7 +206,7 @@ def shared_object(fn: Function, symbol: str, *, opt_level: int = 3) -> Artifact:
 
     target = host()
     maybe_verify(fn)
-    mg = lower_module(fn, target, Options(threads=1, par_work=PAR_WORK))
+    mg = lower_module(fn, target, Options(threads=1, par_work=PAR_WORK, packed=False))
     mod = optimize(str(mg.module), target, opt_level)
     mod.get_function(ENTRY).name = symbol
     mod.get_function(ENTRY_OBJ).linkage = "internal"

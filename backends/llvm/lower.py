@@ -47,6 +47,7 @@ class Options:
     threads: int = 1
     par_work: float = PAR_WORK
     profile: bool = False  # the profiled variant: each step of the top function timed
+    packed: bool | None = None  # entries take one array of pointers (None: abi.packed)
 
 
 PROFILED_FN = "yota.main"  # the function whose steps a profiled variant times

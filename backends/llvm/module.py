@@ -31,10 +31,10 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
     mg = ModuleGen(target, options, EMITTERS)
     main, ws = FnGen(mg, fn, "yota.main").run()
     nptr = len(fn.inputs) + len(fn.outputs) + 1
-    entry = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * (1 if packed(nptr) else nptr)),
-                        ENTRY)
+    pack = packed(nptr) if options.packed is None else options.packed
+    entry = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * (1 if pack else nptr)), ENTRY)
     b = ir.IRBuilder(entry.append_basic_block("entry"))
-    if packed(nptr):
+    if pack:
         slots = entry.args[0]  # the caller's array, the workspace in it twice
     else:
         slots = b.alloca(ir.ArrayType(PTR, nptr + 1))
@@ -50,18 +50,18 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
         # a helper may still read a revocable tile's operands (pool.py): not past here
         b.call(declare(mg.module, QUIESCE_SYMBOL, VOID, []), [])
     b.ret(rc)
-    _array_entry(mg, fn, entry)
+    _array_entry(mg, fn, entry, pack)
     mg.ws_bytes = ws  # type: ignore[attr-defined]
     return mg
 
 
-def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function) -> None:
+def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function, pack: bool) -> None:
     """``i32 yota_main_arrays(PyArrayObject* in0, ..., out0, ..., ptr workspace)``: reads
     each array's data pointer itself (cheaper than any way Python has to get it) after
     checking that an input has the expected shape and is C-contiguous and aligned;
     returns -(k+1) if input k is not (the caller converts it and calls again)."""
     n, m = len(fn.inputs), len(fn.outputs)
-    if packed(n + m + 1):
+    if pack:
         _packed_array_entry(mg, fn, entry)
         return
     f = ir.Function(mg.module, ir.FunctionType(I32, [PTR] * (n + m + 1)), ENTRY_OBJ)
