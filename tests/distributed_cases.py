@@ -98,16 +98,16 @@ def full_batch(backend: str, dtype: type, rtol: float) -> None:
     v1, g1 = yota.grad(mlp_loss, m, Xall, yall, backend=backend)
     close(v, v1, rtol)
     assert type(v) is type(v1), (type(v), type(v1))
-    assert set(g[0]) == set(g1[0]) == {("W1",), ("b1",), ("W2",), ("b2",), ("scale",)}
-    for k in g1[0]:
-        close(g[0][k], g1[0][k], rtol)
-        assert np.asarray(g[0][k]).dtype == np.asarray(g1[0][k]).dtype
-    assert type(g[0][("scale",)]) is float
+    assert set(g.flat[0]) == set(g1.flat[0]) == {("W1",), ("b1",), ("W2",), ("b2",), ("scale",)}
+    for k in g1.flat[0]:
+        close(g.flat[0][k], g1.flat[0][k], rtol)
+        assert np.asarray(g.flat[0][k]).dtype == np.asarray(g1.flat[0][k]).dtype
+    assert type(g.flat[0][("scale",)]) is float
     # the data gradients are averaged too (every gradient is): the mean of the shards'
     mean_gX = np.mean([yota.grad(mlp_loss, m, *s, backend=backend)[1][1] for s in shards(6, dtype)],
                       axis=0)
     close(g[1], mean_gX, rtol)
-    same_on_all_ranks(v, *[g[0][k] for k in sorted(g[0])])
+    same_on_all_ranks(v, *[g.flat[0][k] for k in sorted(g.flat[0])])
 
 
 def same_on_all_ranks(*xs: object) -> None:
@@ -145,7 +145,7 @@ def sgd_bit_identical() -> None:
     for _ in range(20):
         X, y = r.normal(size=(5, 16)), r.normal(size=16)
         v, g = yota.grad(mlp_loss, m, X, y, comm=comm)
-        yota.update_(m, g[0], lambda w, gw: w - 0.05 * gw)
+        yota.update_(m, g.flat[0], lambda w, gw: w - 0.05 * gw)
         losses.append(float(v))
         plan = next(reversed(D._reducer(comm).plans.values()))  # this structure's
         buffers.append([id(b.buf) for b in plan.buckets])
@@ -166,8 +166,8 @@ def buckets_and_overlap() -> None:
             spec = DataParallel(comm, bucket_bytes=bucket_bytes, overlap=overlap)
             v, g = yota.grad(mlp_loss, m, X, y, comm=spec)
             assert v == v0
-            for k in g0[0]:
-                assert np.array_equal(g[0][k], g0[0][k]), (bucket_bytes, overlap, k)
+            for k in g0.flat[0]:
+                assert np.array_equal(g.flat[0][k], g0.flat[0][k]), (bucket_bytes, overlap, k)
             assert np.array_equal(g[1], g0[1])
 
 
@@ -182,9 +182,9 @@ def argnums_keep_local() -> None:
     v, g = yota.grad(mlp_loss, m, X, y, comm=DataParallel(comm, argnums=(0,)))
     vl, gl = yota.grad(mlp_loss, m, X, y)
     assert np.array_equal(g[1], gl[1]) and g[1].shape == (5, n)
-    parts = comm.allgather((vl, gl[0][("W1",)]))
+    parts = comm.allgather((vl, gl.flat[0][("W1",)]))
     close(v, np.mean([p[0] for p in parts]), 1e-14)
-    close(g[0][("W1",)], np.mean([p[1] for p in parts], axis=0), 1e-14)
+    close(g.flat[0][("W1",)], np.mean([p[1] for p in parts], axis=0), 1e-14)
 
 
 @case
@@ -192,13 +192,13 @@ def allreduce_in_place() -> None:
     m = mlp(0)
     X, y = shards(4)[RANK]
     _, g = yota.grad(mlp_loss, m, X, y)
-    local = {k: np.copy(v) for k, v in g[0].items()}
-    W1 = g[0][("W1",)]
+    local = {k: np.copy(v) for k, v in g.flat[0].items()}
+    W1 = g.flat[0][("W1",)]
     assert allreduce_(g, comm, average=False) is g
-    assert g[0][("W1",)] is W1  # a fresh output array: summed where it lies
+    assert g.flat[0][("W1",)] is W1  # a fresh output array: summed where it lies
     parts = comm.allgather(local)
     for k in local:
-        close(g[0][k], np.sum([p[k] for p in parts], axis=0), 1e-14)
+        close(g.flat[0][k], np.sum([p[k] for p in parts], axis=0), 1e-14)
 
 
 @case
@@ -210,14 +210,14 @@ def inputs_never_overwritten() -> None:
     x = np.ones(4) * (RANK + 1)
     v, g = yota.grad(lambda x, w: np.sum(x * w), x, w, backend="interp", comm=comm)
     assert np.array_equal(w, w_before), "an input was overwritten"
-    close(g[0], np.mean([np.arange(4.0) + k for k in range(SIZE)], axis=0), 0)
-    assert g[0] is not w
+    close(g.flat[0], np.mean([np.arange(4.0) + k for k in range(SIZE)], axis=0), 0)
+    assert g.flat[0] is not w
     # a gradient that is a constant of the program (the interpreter hands out the same
     # read-only array at every call): averaged into a new array, the constant unchanged
     c = np.arange(4.0) * (RANK + 1)
     for _ in range(2):
         _, g = yota.grad(lambda x: np.sum(c * x), x, backend="interp", comm=comm)
-        close(g[0], np.mean([np.arange(4.0) * (k + 1) for k in range(SIZE)], axis=0), 0)
+        close(g.flat[0], np.mean([np.arange(4.0) * (k + 1) for k in range(SIZE)], axis=0), 0)
 
 
 @case
@@ -227,8 +227,8 @@ def float_args_and_aux() -> None:
     a = 1.5 + RANK
     (v, aux), g = yota.grad(lambda a, x: (np.sum(a * x), np.max(x)), a, np.ones(3) * RANK,
                             has_aux=True, comm=comm)
-    assert type(g[0]) is float
-    close(g[0], np.mean([3.0 * k for k in range(SIZE)]), 0)
+    assert type(g.flat[0]) is float
+    close(g.flat[0], np.mean([3.0 * k for k in range(SIZE)]), 0)
     close(v, np.mean([(1.5 + k) * 3 * k for k in range(SIZE)]), 1e-15)
     close(aux, RANK, 0)
 
@@ -277,7 +277,7 @@ def fail_guard_changes_program_on_one_rank() -> None:
         return np.sum(w * x) if np.sum(x) > 0 else np.sum(w * w)
     v, g = yota.grad(g_, np.ones(3), x, comm=DataParallel(comm, argnums=(0,)))
     local = [np.ones(3) if k != 1 else 2 * np.ones(3) for k in range(SIZE)]
-    close(g[0], np.mean(local, axis=0), 0)
+    close(g.flat[0], np.mean(local, axis=0), 0)
     after_failure_still_in_step()
 
 
@@ -322,9 +322,9 @@ def cupy_arrays() -> None:
         spec = DataParallel(comm, bucket_bytes=bucket_bytes)
         v, g = yota.grad(mlp_loss, md, cupy.asarray(X), cupy.asarray(y), comm=spec)
         close(cupy.asnumpy(v), v0, 1e-12)
-        for k in g0[0]:
-            got = g[0][k]
-            close(cupy.asnumpy(got) if not isinstance(got, float) else got, g0[0][k], 1e-12)
+        for k in g0.flat[0]:
+            got = g.flat[0][k]
+            close(cupy.asnumpy(got) if not isinstance(got, float) else got, g0.flat[0][k], 1e-12)
     broadcast_(md, root=0, comm=comm)
     same_on_all_ranks(cupy.asnumpy(md.W1))
 
@@ -379,18 +379,18 @@ def device_path_with_host_stand_in() -> None:
         m = mlp(0)
         X, y = shards(4)[RANK]
         _, g0 = yota.grad(mlp_loss, m, X, y)
-        local = {k: np.copy(v) for k, v in g0[0].items() if not isinstance(v, float)}
+        local = {k: np.copy(v) for k, v in g0.flat[0].items() if not isinstance(v, float)}
         for bucket_bytes in (None, 100):
             _, g = yota.grad(mlp_loss, m, X, y)
             for k, v in local.items():
                 dev = HostStandIn(v.shape, v.dtype)
                 dev[...] = v
-                g[0][k] = dev
+                g.flat[0][k] = dev
             allreduce_(g, comm, argnums=(0,), bucket_bytes=bucket_bytes)
             parts = comm.allgather(local)
             for k in local:
-                assert isinstance(g[0][k], HostStandIn)
-                close(g[0][k], np.mean([p[k] for p in parts], axis=0), 1e-14)
+                assert isinstance(g.flat[0][k], HostStandIn)
+                close(g.flat[0][k], np.mean([p[k] for p in parts], axis=0), 1e-14)
         red = D._reducer(comm)
         assert red.nccl is False  # decided once, the same on every rank
     finally:
@@ -402,7 +402,7 @@ def after_failure_still_in_step() -> None:
     this step's numbers."""
     w = np.arange(3.0) * (RANK + 1)
     v, g = yota.grad(lambda w: np.sum(w * w), w, comm=comm)
-    close(g[0], np.mean([2 * np.arange(3.0) * (k + 1) for k in range(SIZE)], axis=0), 1e-15)
+    close(g.flat[0], np.mean([2 * np.arange(3.0) * (k + 1) for k in range(SIZE)], axis=0), 1e-15)
 
 
 def main() -> None:

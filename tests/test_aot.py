@@ -61,7 +61,7 @@ def run_grad(cache: Path) -> dict:
 def reference(m):
     args = m.example()
     val, g = yota.grad(m.loss, *args, cache=False)
-    return args, [np.asarray(val), g[0][("W",)], g[0][("b",)], g[1]]
+    return args, [np.asarray(val), g[0].W, g[0].b, g[1]]
 
 
 # -- into a cache ---------------------------------------------------------------------------

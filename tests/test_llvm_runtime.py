@@ -68,8 +68,8 @@ def test_grad_mlp_matches_interpreter(dtype: type) -> None:
     v2, g2 = yota.grad(mlp_loss, m, X, Y, backend="interp")
     tol = 1e-5 if dtype == np.float32 else 1e-12
     assert np.isclose(v1, v2, rtol=tol)
-    for k in g2[0]:
-        np.testing.assert_allclose(g1[0][k], g2[0][k], rtol=tol, atol=tol)
+    for k in g2.flat[0]:
+        np.testing.assert_allclose(g1.flat[0][k], g2.flat[0][k], rtol=tol, atol=tol)
     np.testing.assert_allclose(g1[1], g2[1], rtol=tol, atol=tol)
 
 

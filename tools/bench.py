@@ -584,7 +584,7 @@ def prepare_yota(backend: str) -> Callable[..., tuple[Step, Any]]:
         def read(out: Any) -> Result:
             val, g = out
             if w.struct is not None:
-                return float(val), {k[0]: v for k, v in g[0].items()}
+                return float(val), {k[0]: v for k, v in g.flat[0].items()}
             return float(val), {n: g[i] for i, n in enumerate(w.params)}
 
         return (lambda: yota.grad(f, *args, backend=backend)), read

@@ -43,7 +43,7 @@ def main() -> None:
     u = rng.standard_normal(m.W.shape)
     up, down = Linear(m.W + eps * u, m.b), Linear(m.W - eps * u, m.b)
     fd = (loss(up, X) - loss(down, X)) / (2 * eps)
-    print(f"\ncheck: d loss / dW along a random direction: yota {np.sum(g[0][('W',)] * u):.10f}"
+    print(f"\ncheck: d loss / dW along a random direction: yota {np.sum(g[0].W * u):.10f}"
           f", finite differences {fd:.10f}")
 
     for _ in range(3):

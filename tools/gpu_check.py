@@ -188,7 +188,7 @@ def models() -> dict[str, Any]:
     v0, g0 = yota.grad(loss, m, X)
     v1, g1 = yota.grad(loss, yota.to_device(m, "cuda"), cp.asarray(X))
     ok = (isinstance(g1[1], cp.ndarray) and np.allclose(cp.asnumpy(g1[1]), g0[1], rtol=1e-10)
-          and np.allclose(cp.asnumpy(g1[0][("W",)]), g0[0][("W",)], rtol=1e-10)
+          and np.allclose(cp.asnumpy(g1[0].W), g0[0].W, rtol=1e-10)
           and math.isclose(float(v1), float(v0), rel_tol=1e-12))
     out["frontend"] = "ok" if ok else "gradients on CuPy arrays differ from the CPU backend's"
     if not ok:
@@ -298,7 +298,7 @@ def _yota_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
     f = lambda *a: loss(*a)  # noqa: E731 - consts are arguments too (on the device)
     step = lambda: yota.grad(f, *args, *consts, backend="cuda")  # noqa: E731
     val, g = step()
-    grads = ({k[0]: to_host(v) for k, v in g[0].items()} if w.struct is not None
+    grads = ({k[0]: to_host(v) for k, v in g.flat[0].items()} if w.struct is not None
              else {n: to_host(g[i]) for i, n in enumerate(w.params)})
     err, verdict = bench.compare((float(val), grads), w.hand(**inputs), w)
     if verdict:

@@ -288,6 +288,11 @@ class _Resolver:
             reads.setdefault(path, Read(path, path_text(path), loc, mode, kind=_root_kind(path)))
             self.analyze(value, path, {})
             return
+        if isinstance(value, types.MethodType):  # its object's attributes, as it reads them
+            target, selfp, fpath = _callee(value, path)
+            if target is not None and selfp is not None:
+                names = target.__code__.co_varnames[:1]
+                self.analyze(target, fpath, dict(zip(names, [selfp], strict=False)))
         if path not in reads:
             reads[path] = Read(path, path_text(path), loc, mode, kind=_root_kind(path))
             if isinstance(value, np.ndarray):
@@ -405,7 +410,7 @@ def _callee(value: Any, path: Path) -> tuple[types.FunctionType | None, Path | N
         if not isinstance(func, types.FunctionType) or not _user_code(func):
             return None, None, path
         last = path[-1] if path else None
-        selfp = path[:-1] if last is not None and last[0] == "attr" else None
+        selfp = path[:-1] if last is not None and last[0] == "attr" else path + (("self",),)
         return func, selfp, path
     if isinstance(value, type) or not _user_object(value):
         return None, None, path

@@ -188,20 +188,21 @@ def _variant(program: Program) -> Variant | None:
     return variant
 
 
-def _profiled_run(self: Program, leaves: list[Any], *, traced_draws: bool = False
-                  ) -> list[np.ndarray]:
+def _profiled_run(self: Program, leaves: list[Any], *, traced_draws: bool = False,
+                  captured: list[Any] | None = None) -> list[np.ndarray]:
     """``Program.run`` while a profile is active: what ``run`` does, on the variant."""
     profs = list(_active)
     variant = _variant(self) if profs else None
     if variant is None:
         t0 = time.monotonic_ns()
         try:
-            return _plain_run(self, leaves, traced_draws=traced_draws)
+            return _plain_run(self, leaves, traced_draws=traced_draws, captured=captured)
         finally:
             for p in profs:
                 p._record_whole(self, t0, time.monotonic_ns())
-    if self.captured:
-        leaves = leaves + [obj for obj, _, _ in self.captured]
+    if self.tape.captured:
+        leaves = leaves + (captured if captured is not None else
+                           [obj for obj, _, _ in self.captured])
     draws_ns = 0
     if self.tape.randoms:
         t0 = time.monotonic_ns()

@@ -230,3 +230,49 @@ def _leaf_text(t: Any) -> str:
     if isinstance(t, tuple) and t and isinstance(t[0], type):
         return f"a {t[0].__name__}"
     return "another structure"
+
+
+def describe_variants(f: Any, by_key: dict[Any, Variants]) -> list[str]:
+    """The lines of ``yota.explain(f)``: per signature, the programs and why each exists."""
+    from .validate import argnames
+
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    where = f" ({code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno})" if code else ""
+    total = sum(len(v.programs) for v in by_key.values())
+    lines = [f"{_name(f)}{where}: {total} program{'s' if total != 1 else ''}"]
+    if not by_key:
+        lines.append("  (not compiled yet: call yota.grad(f, ...) first)")
+    for key, v in by_key.items():
+        sig = key[0] if isinstance(key, tuple) and key and isinstance(key[0], tuple) else key
+        names = argnames(f, len(sig)) if isinstance(sig, tuple) else []
+        args = ", ".join(f"{n}: {_leaf_text(t)}" for n, t in zip(names, sig, strict=False))
+        n = len(v.programs)
+        lines.append(f"  signature {args}: {n} variant{'s' if n != 1 else ''}")
+        for i, p in enumerate(v.programs):
+            lines.append(f"    #{i + 1} {p.why}")
+            lines += [f"      {line}" for line in _program_facts(p)]
+    return lines
+
+
+def _program_facts(p: Program) -> list[str]:
+    reads = p.tape.reads
+    inputs = [r.text for r in reads if r.mode == "input"]
+    checks: dict[str, list[str]] = {}
+    for r in reads:
+        if r.mode != "input":
+            checks.setdefault(_MODE_TEXT.get(r.mode, r.mode), []).append(r.text)
+    out = []
+    if inputs:
+        out.append(f"inputs read at each call: {', '.join(inputs)}")
+    if checks:
+        parts = [f"{', '.join(ts[:6])}{' ...' if len(ts) > 6 else ''} ({what})"
+                 for what, ts in checks.items()]
+        out.append(f"checks: {'; '.join(parts)}")
+    guards = p.guard_count
+    if guards:
+        out.append(f"guards on Python values from traced arrays: {guards}")
+    return out
+
+
+_MODE_TEXT = {"is": "identity", "eq": "value", "array": "contents", "shape": "structure",
+              "type": "type", "code": "code"}
