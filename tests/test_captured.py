@@ -233,7 +233,7 @@ def test_large_arrays_are_inputs_from_the_first_trace() -> None:
 def test_a_lambda_made_again_reuses_its_program() -> None:
     x = np.array([1.0, 2.0])
     traces = yota.stats.traces
-    for i in range(5):
+    for _ in range(5):
         val, g = yota.grad(lambda x: np.sum(x ** 3), x)  # a new function object each time
         np.testing.assert_allclose(g[0], 3 * x ** 2)
     assert yota.stats.traces == traces + 1

@@ -188,17 +188,19 @@ class _Resolver:
     # entry points
     def start(self, nargs: int) -> None:
         f = self.f
+        selfp: Path | None = None
+        fpath: Path = ()
         if isinstance(f, types.MethodType):
-            func, selfp, fpath = f.__func__, (("self",),), ()
+            func, selfp = f.__func__, (("self",),)
             nargs += 1
         elif isinstance(f, types.FunctionType):
-            func, selfp, fpath = f, None, ()
+            func = f
         else:
-            call = vars(type(f)).get("__call__")
-            if not isinstance(call, types.FunctionType):
-                return
-            func, selfp, fpath = call, (), (("call",),)
+            func = vars(type(f)).get("__call__")
+            selfp, fpath = (), (("call",),)
             nargs += 1
+        if not isinstance(func, types.FunctionType):
+            return
         bindings = _defaults(func, nargs)  # (a library function too: its closure counts)
         code = func.__code__
         if selfp is not None and code.co_argcount:

@@ -140,9 +140,10 @@ class _Sim:
     def run(self) -> tuple[Use, ...]:
         fall = True
         for ins in dis.get_instructions(self.code):
-            pos = ins.positions
-            if pos is not None and pos.lineno is not None:
-                self.line = pos.lineno
+            pos = getattr(ins, "positions", None)
+            line = pos.lineno if pos is not None else ins.starts_line
+            if isinstance(line, int) and not isinstance(line, bool):
+                self.line = line
             if ins.is_jump_target:
                 if not fall:
                     self.stack = list(self.pending.get(ins.offset, []))
