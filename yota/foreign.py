@@ -84,15 +84,6 @@ def dispatch(key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return swap.original(*args, **kwargs)
 
 
-def original(fn: Any) -> Any:
-    """The library's own function behind ``fn`` (itself when no hook is installed): what
-    Yota's versions call on example values."""
-    for swap in _installed.values():
-        if swap.fn is fn:
-            return swap.original
-    return fn
-
-
 @contextlib.contextmanager
 def answering() -> Iterator[None]:
     """While the block runs (and any other trace's), hooked functions answer tracers."""
@@ -116,7 +107,8 @@ def _install() -> None:
             importlib.import_module(family)
     for (lib, name), replacement in HOOKS.items():
         fn = getattr(sys.modules.get(lib), name, None)
-        if not isinstance(fn, types.FunctionType):
+        if not isinstance(fn, types.FunctionType) or any(
+                s.fn is fn for s in _installed.values()):  # one swap per function object
             continue
         key = f"{lib}.{name}"
         swap = _Swap(fn, replacement)
