@@ -39,7 +39,7 @@ from yota.ir.errors import YotaError
 
 from . import cache as _cache
 from . import pipeline
-from .validate import check_callable
+from .validate import argnums_tuple, check_callable
 
 C_TYPES = {"f4": "float", "f8": "double", "i4": "int32_t", "i8": "int64_t", "b1": "uint8_t"}
 WS_ALIGN = 64
@@ -62,22 +62,24 @@ class AotResult:
 
 def aot(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] | None = None,
         shared_library: bool = False, name: str | None = None, backend: str | None = None,
-        optimize: bool = True) -> AotResult:
-    """Precompile the gradient ``yota.grad(f, *example_args)`` runs: into the user's cache
-    (``path=None``), into the cache-layout directory ``path`` that can be shipped, or
-    (``shared_library=True``) into ``path/lib<name>.so`` with a C header."""
+        optimize: bool = True, argnums: int | Sequence[int] | None = None) -> AotResult:
+    """Precompile the gradient ``yota.grad(f, *example_args)`` runs (``argnums``: the
+    gradient of those arguments only, as ``yota.grad(..., argnums=)``): into the user's
+    cache (``path=None``), into the cache-layout directory ``path`` that can be shipped,
+    or (``shared_library=True``) into ``path/lib<name>.so`` with a C header."""
     check_callable(f, "aot")
     if shared_library:
         if path is None:
             raise YotaError("yota.aot(..., shared_library=True) needs path= (the output "
                             "directory)")
-        lib = build_shared_library([(f, example_args)], path, names=[name] if name else None)
+        lib = build_shared_library([(f, example_args)], path, names=[name] if name else None,
+                                   argnums=argnums)
         return AotResult(lib.programs[0]["key"], lib.library, True, lib)
     cache = _cache.DiskCache(path) if path is not None else _cache.default_cache()
     why = cache.problem()
     if why:
         raise YotaError(f"cannot precompile into {cache.root}: {why}")
-    fn, sig = pipeline.program_ir(f, example_args, optimized=optimize)
+    fn, sig = _grad_ir(f, example_args, optimize, argnums)
     key = _cache.make_key(fn, backend, kind="grad", signature=sig)
     if key is None:
         raise YotaError(f"backend {backend!r} cannot save compiled code")
@@ -85,6 +87,16 @@ def aot(f: Callable[..., Any], *example_args: Any, path: str | os.PathLike[str] 
     if path is not None:
         _add_to_manifest(cache.root, key, f)
     return AotResult(key.hex, cache.path(key.hex), compiled)
+
+
+def _grad_ir(f: Callable[..., Any], args: Sequence[Any], optimize: bool,
+             argnums: int | Sequence[int] | None) -> tuple[Function, Any]:
+    """The gradient program ``yota.grad(f, *args, argnums=argnums)`` compiles."""
+    if argnums is None:
+        return pipeline.program_ir(f, args, optimized=optimize)
+    wrt = argnums_tuple(argnums, len(args), "aot")
+    _, tape = pipeline.trace_grad(f, args, wrt=wrt)
+    return pipeline.grad_ir(tape, optimized=optimize), pipeline.tape_signature(tape)
 
 
 def _ensure_entry(cache: _cache.DiskCache, key: _cache.Key, fn: Function,
@@ -138,7 +150,8 @@ class SharedLibraryBuild:
 def build_shared_library(programs: Sequence[tuple[Callable[..., Any], Sequence[Any]]],
                          path: str | os.PathLike[str], *, lib_name: str | None = None,
                          names: Sequence[str] | None = None, cc: str | None = None,
-                         optimize: bool = True) -> SharedLibraryBuild:
+                         optimize: bool = True, argnums: int | Sequence[int] | None = None
+                         ) -> SharedLibraryBuild:
     """Link the gradients of ``programs`` (``[(f, example_args), ...]``) into
     ``path/lib<lib_name>.so`` with ``path/<lib_name>.h`` and ``path/<lib_name>.json``.
 
@@ -152,7 +165,7 @@ def build_shared_library(programs: Sequence[tuple[Callable[..., Any], Sequence[A
     descs, objects = [], []
     used: set[str] = set()
     for i, (f, args) in enumerate(programs):
-        fn, sig = pipeline.program_ir(f, tuple(args), optimized=optimize)
+        fn, sig = _grad_ir(f, tuple(args), optimize, argnums)
         cname = _unique(c_identifier(names[i] if names else
                                      f"{getattr(f, '__name__', 'f')}_grad"), used)
         art = native.shared_object(fn, f"{cname}_ws")

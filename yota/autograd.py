@@ -50,7 +50,7 @@ from .primitives import Primitive
 from .program import Program, flatten_args
 from .sideeffects import _user_code, _user_object
 from .tape import Entry, Loc, Tape, Var
-from .validate import check_callable
+from .validate import argnums_tuple, check_callable
 
 __all__ = ["Param", "Result", "Node", "diff", "value", "grad", "gradloss", "params",
            "primitive", "zerograd", "BACKEND"]
@@ -340,16 +340,22 @@ def value(x: Any) -> Any:
     return x.value if isinstance(x, Param) else x
 
 
-def grad(x: Any, p: Any = None, argnum: int = 0) -> Any:
+def grad(x: Any, p: Any = None, argnum: int = 0, *,
+         argnums: int | Sequence[int] | None = None) -> Any:
     """``grad(result, p)``: the gradient of Param ``p`` in a ``Result``.
     ``grad(f, argnum=0)``: the function computing the gradient of scalar ``f`` with respect
     to argument ``argnum`` (compiled like ``yota.grad``; called inside a traced function it
-    traces through, so ``grad(grad(f))`` is the second derivative).
+    traces through, so ``grad(grad(f))`` is the second derivative). ``argnums`` (JAX's: an
+    index, or a tuple of indices for a tuple of gradients) in place of ``argnum``; the
+    other arguments are constants of the call (no gradient is computed for them). Each
+    gradient is shaped like its argument (``yota.gradients``).
 
     >>> grad(lambda x: x ** 3)(2.0)
     12.0
     >>> grad(grad(lambda x: x ** 3))(2.0)
     12.0
+    >>> grad(lambda a, x: a * np.sum(x), argnums=(0, 1))(2.0, np.ones(2))
+    (2.0, array([2., 2.]))
     """
     if isinstance(x, Result):
         return x.grad(p)
@@ -359,39 +365,43 @@ def grad(x: Any, p: Any = None, argnum: int = 0) -> Any:
     f = x
     if isinstance(p, int) and argnum == 0:  # grad(f, 1)
         argnum = p
+    nums: Any = argnum if argnums is None else argnums
 
     def gradient(*args: Any, **kwargs: Any) -> Any:
-        return _grad_and_loss(f, argnum, args, kwargs)[0]
+        return _grad_and_loss(f, nums, args, kwargs)[0]
 
     gradient.__name__ = f"grad_{getattr(f, '__name__', 'f')}".replace("<lambda>", "lambda")
     return gradient
 
 
-def gradloss(f: Callable[..., Any], argnum: int = 0) -> Callable[..., Any]:
+def gradloss(f: Callable[..., Any], argnum: int = 0, *,
+             argnums: int | Sequence[int] | None = None) -> Callable[..., Any]:
     """The function returning ``(gradient, loss)`` of scalar ``f`` with respect to argument
-    ``argnum`` (AutoGrad.jl's ``gradloss``).
+    ``argnum`` (AutoGrad.jl's ``gradloss``; ``argnums`` as in ``grad``).
 
     >>> gradloss(lambda x: x ** 2)(3.0)
     (6.0, 9.0)
     """
+    nums: Any = argnum if argnums is None else argnums
+
     def gradient_and_loss(*args: Any, **kwargs: Any) -> Any:
-        return _grad_and_loss(f, argnum, args, kwargs)
+        return _grad_and_loss(f, nums, args, kwargs)
 
     return gradient_and_loss
 
 
-def _grad_and_loss(f: Callable[..., Any], argnum: int, args: tuple[Any, ...],
+def _grad_and_loss(f: Callable[..., Any], argnums: int | Sequence[int], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    if not 0 <= argnum < len(args):
-        raise YotaError(f"grad: argnum {argnum} is not an argument of the call "
-                        f"({len(args)} given)")
+    nums = argnums_tuple(argnums, len(args), "autograd.grad")
     if kwargs:
         call = lambda kw, *a: f(*a, **kw)
-        loss, g, _ = run_grad(call, (kwargs, *args),
-                              Options(backend=BACKEND, wrt=(argnum + 1,), owner=f))
-        return g[argnum + 1], _float(loss)
-    loss, g, _ = run_grad(f, args, Options(backend=BACKEND, wrt=(argnum,)))
-    return g[argnum], _float(loss)
+        loss, g, _ = run_grad(call, (kwargs, *args), Options(
+            backend=BACKEND, wrt=tuple(i + 1 for i in nums), owner=f))
+        got = [g[i + 1] for i in nums]
+    else:
+        loss, g, _ = run_grad(f, args, Options(backend=BACKEND, wrt=nums))
+        got = [g[i] for i in nums]
+    return (got[0] if isinstance(argnums, int) else tuple(got)), _float(loss)
 
 
 def _float(x: Any) -> Any:

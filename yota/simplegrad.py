@@ -8,7 +8,7 @@ buffers: the function is self-contained and can be copied out of ``.source``.
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,7 @@ from yota.ir.printer import format_attr
 
 from . import pipeline, structs, tracing
 from .tape import Tape
-from .validate import check_callable
+from .validate import argnums_tuple, check_callable
 
 PASSES = ("dce", "cse", "simplify", "dce")  # readable code: no fusion, no memory plan
 
@@ -75,9 +75,13 @@ def _source(gfn: Function, tape: Tape, fname: str) -> tuple[str, dict[str, np.nd
     w = _Writer(gfn.name)
     params = list(tape.argnames)
     body = []
+    args = {e.extra: e.value for e in tape.entries if e.kind == "input"}
     for (argnum, path, _), v in zip(tape.leaf_vars, gfn.inputs, strict=False):
-        body.append(f"{w.name(v)} = {structs.format_path(path, params[argnum])}")
-        body[-1] = body[-1].replace(f"{params[argnum]}.", f"{params[argnum]}.", 1)
+        body.append(f"{w.name(v)} = {_access(args.get(argnum), path, params[argnum])}")
+    for j, e in enumerate(tape.captured):  # read from outside the function when traced
+        v = gfn.inputs[len(tape.leaf_vars) + j]
+        w.consts[f"_captured{j}"] = e.value
+        body.append(f"{w.name(v)} = _captured{j}  # {e.extra[1]}")
     for i in range(len(gfn.ops)):
         body.extend(_op_lines(w, gfn, i))
     grads = _grad_exprs(gfn, tape, w)
@@ -85,6 +89,20 @@ def _source(gfn: Function, tape: Tape, fname: str) -> tuple[str, dict[str, np.nd
                 if grads else f"return {w.name(gfn.outputs[0])},")
     src = f"def {fname}({', '.join(params)}):\n" + "".join(f"    {ln}\n" for ln in body)
     return src, w.consts
+
+
+def _access(arg: Any, path: tuple[Any, ...], name: str) -> str:
+    """The expression reading the leaf at ``path`` of argument ``arg`` named ``name``:
+    attributes of objects, dataclasses and NamedTuples, items of dicts, lists, tuples."""
+    out, obj = name, arg
+    for k in path:
+        attr = isinstance(k, str) and k.isidentifier() and structs.is_attr_container(obj)
+        out += f".{k}" if attr else f"[{k!r}]"
+        try:
+            obj = getattr(obj, k) if attr else obj[k]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            obj = None
+    return out
 
 
 def _op_lines(w: _Writer, fn: Function, i: int) -> list[str]:
@@ -153,10 +171,12 @@ class SimpleGrad:
     for them, as ``yota.grad`` retraces."""
 
     def __init__(self, fn: Callable[..., Any], source: str,
-                 f: Callable[..., Any] | None = None) -> None:
+                 f: Callable[..., Any] | None = None,
+                 argnums: tuple[int, ...] | None = None) -> None:
         self.fn = fn
         self.source = source
         self.f = f
+        self.argnums = argnums
 
     def __call__(self, *args: Any) -> Any:
         if tracing.current_context() is not None:  # inside a trace: traced through
@@ -166,7 +186,7 @@ class SimpleGrad:
         except GuardFailed:
             if self.f is None:
                 raise
-        new = simplegrad(self.f, *args)
+        new = simplegrad(self.f, *args, argnums=self.argnums)
         self.fn, self.source = new.fn, new.source
         return self.fn(*args)
 
@@ -176,15 +196,19 @@ class SimpleGrad:
                             "through; call it outside a traced function")
         from .grad import nested_grad
 
-        value, grads = nested_grad(self.f, args, what="simplegrad")
+        value, grads = nested_grad(self.f, args, what="simplegrad", wrt=self.argnums)
         return (value, *grads)
 
     def __repr__(self) -> str:
         return f"<simplegrad {self.fn.__name__}>\n{self.source}"
 
 
-def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
-    """A plain Python function ``(args...) -> (value, *grads)`` computing ``f``'s gradient.
+def simplegrad(f: Callable[..., Any], *args: Any,
+               argnums: int | Sequence[int] | None = None) -> SimpleGrad:
+    """A plain Python function ``(args...) -> (value, *grads)`` computing ``f``'s gradient
+    (``argnums``: of those arguments only, as ``yota.grad``; the others' are None). The
+    gradient of a structure is a dict ``{field path: gradient}``; arrays the function read
+    from outside its arguments when it was traced are held by the generated code.
 
     Called inside a function that Yota is tracing, the generated function traces through
     (the gradient program of ``f`` is inlined into the enclosing trace and differentiated
@@ -196,10 +220,12 @@ def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
     array([2., 4.])
     """
     check_callable(f, "simplegrad")
+    wrt = None if argnums is None else argnums_tuple(argnums, len(args), "simplegrad")
     if tracing.current_context() is not None:  # inside a trace: built from the values
         with tracing.suspended():
-            return simplegrad(f, *tracing.detach(args))
+            return simplegrad(f, *tracing.detach(args), argnums=wrt)
     _, tape = pipeline.trace_forward(f, args)
+    tape.wrt = wrt
     gfn = pipeline.grad_ir(tape, passes=PASSES)
     name = f"{getattr(f, '__name__', 'f').replace('<lambda>', 'f')}_grad"
     guards = sum(op.name == "guard" for op in gfn.ops)
@@ -210,7 +236,7 @@ def simplegrad(f: Callable[..., Any], *args: Any) -> SimpleGrad:
         exec(compile(src, f"<simplegrad {name}>", "exec"), ns)
         try:
             ns[name](*args)
-            return SimpleGrad(ns[name], src, f)
+            return SimpleGrad(ns[name], src, f, wrt)
         except GuardFailed as e:
             anchored = pipeline.reanchor(gfn, e)
             if anchored is None:
