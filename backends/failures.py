@@ -88,8 +88,9 @@ def raise_failure(rec: dict[str, Any], status: Any) -> NoReturn:
             e = e.in_step(i, n)
         raise e
     value = int(np.frombuffer(status, np.int64, count=1, offset=8)[0])
+    where = f" (at {rec['loc']})" if rec.get("loc") else ""
     raise IndexOutOfRange(f"index {value} is out of bounds for axis {rec['axis']} "
-                          f"with size {rec['size']}")
+                          f"with size {rec['size']}{where}")
 
 
 def _plain(v: Any) -> Any:

@@ -84,6 +84,10 @@ def _apply(impl: Any, op: Op, xs: list[np.ndarray]) -> Any:
         if not op.loc:
             raise
         raise CallbackError(f"{e} (at {op.loc})") from (e.__cause__ or e)
+    except IndexError as e:  # an index array out of range at run time: at the user's line
+        if not op.loc or op.loc in str(e):
+            raise
+        raise IndexError(f"{e} (at {op.loc})") from e
 
 
 def _as_type(val: Any, r: Value, opname: str) -> np.ndarray:

@@ -418,6 +418,13 @@ def test_check_mlp() -> None:
     assert "ok" in per_arg[0] and "not differentiable" in per_arg[2]
 
 
+def test_check_a_float32_model_takes_float64_differences() -> None:
+    out = ok("check", MLP, "--example", "example32")
+    assert out.endswith("OK\n") and "f32[4,8]" in out
+    errors = [float(line.split()[-1]) for line in out.splitlines() if "f32[" in line]
+    assert errors and max(errors) < 1e-4  # float32 rounding only, not a float32 step
+
+
 def test_check_guards_and_custom_rule() -> None:
     assert ok("check", GUARDS, *EXAMPLE).endswith("OK\n")
     assert ok("check", f"{RULES}:good", *EXAMPLE).endswith("OK\n")

@@ -26,6 +26,7 @@ import contextlib
 import dis
 import functools
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -34,6 +35,7 @@ import numpy as np
 
 from yota.ir.types import DTYPE_NAMES
 
+from . import structs
 from .numpy.generated import GENERATED_BYTES, SMALL_PLAIN
 from .patching import NumpyPatch
 
@@ -128,10 +130,15 @@ def _wrapper(name: str) -> Callable[..., Any]:
         hook = _PATCH.top()
         if hook is None or not _called_by_user(name):
             return original(*args, **kwargs)
+        if name in ("full", "full_like") and _traced_fill(args, kwargs):
+            return _full(name, *args, **kwargs)
         value = (source or original)(*args, **kwargs)  # np.empty: zeros, as good as any
         if type(value) is not np.ndarray or value.dtype not in DTYPE_NAMES:
             return value  # float16 and others stay plain: mixed with traced values, an error
         if name in SMALL_PLAIN and value.nbytes <= GENERATED_BYTES:
+            made = getattr(_made, "arrays", None)
+            if made is not None:  # made by the function: a constant, nothing to check
+                made[id(value)] = value
             return value  # a small index array: plain NumPy, fast (yota.numpy.generated)
         return hook(value, name, args, kwargs)
 
@@ -139,6 +146,26 @@ def _wrapper(name: str) -> Callable[..., Any]:
     create.__doc__ = original.__doc__
     create.__wrapped__ = original  # type: ignore[attr-defined]
     return create
+
+
+def _traced_fill(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+    return structs.is_traced(fill)
+
+
+def _full(name: str, a: Any, fill_value: Any, dtype: Any = None, order: str = "C",
+          **kwargs: Any) -> Any:
+    """``np.full(shape, v)`` / ``np.full_like(a, v)`` with a traced fill value: ``v``
+    broadcast to the shape, as a new array the function owns."""
+    if name == "full_like":
+        dtype = dtype if dtype is not None else a.dtype
+        shape = kwargs.get("shape") or np.shape(a)
+    else:
+        shape = a
+    out = np.broadcast_to(fill_value, shape)
+    if dtype is not None:
+        out = out.astype(dtype)
+    return out.copy()
 
 
 _PATCH.wrap({name: _wrapper(name) for name in _CREATIONS})
@@ -200,5 +227,26 @@ def creations(fresh: Callable[..., Any]) -> Iterator[None]:
     ...     type(np.zeros((2, 3))).__name__
     'ndarray'
     """
-    with _PATCH.active(fresh):
-        yield
+    saved = getattr(_made, "arrays", None)
+    _made.arrays = {}
+    try:
+        with _PATCH.active(fresh):
+            yield
+    finally:
+        _made.arrays = saved
+
+
+_made = threading.local()  # id -> plain array a creation function made in this trace
+
+
+def made_here(a: Any) -> bool:
+    """Whether plain array ``a`` was made by a creation function the traced function
+    called (a small ``np.arange``...): a constant of the trace, not a value from outside."""
+    made = getattr(_made, "arrays", None)
+    for _ in range(4):  # (a view of one too: np.arange(n).reshape(...))
+        if made is None or a is None:
+            return False
+        if made.get(id(a)) is a:
+            return True
+        a = getattr(a, "base", None)
+    return False

@@ -65,6 +65,9 @@ def _name_branch(e: GuardFailed, tape: Tape, fn: Any) -> GuardFailed:
                        guard_index=e.guard_index)
 
 
+_PLAIN_RUN = Program.run
+
+
 class CompiledFunction:
     """A traced function compiled for one signature; retraces on a new signature or a
     failed guard (Yota.jl's ``compile!``)."""
@@ -100,6 +103,13 @@ class CompiledFunction:
     def __call__(self, *args: Any) -> Any:
         if tracing.current_context() is not None:  # called inside a traced function
             return self._inline(args)
+        if Program.run is not _PLAIN_RUN:  # a profile is active: this call's own time too
+            from .profile import front_end
+
+            return front_end("yota.compile", self.f or self, lambda: self._call(args))
+        return self._call(args)
+
+    def _call(self, args: tuple[Any, ...]) -> Any:
         args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"
         leaves, sig = flatten_args(args)
         variants = self.variants.get(sig)

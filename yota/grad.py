@@ -149,8 +149,12 @@ def grad(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None 
     if comm is not None:  # data-parallel: this rank's gradients, averaged over the ranks
         return _distributed(f, args, comm, dynamic=dynamic, backend=backend,
                             optimize=optimize, cache=cache, has_aux=has_aux, argnums=wrt)
-    value, grads, program = run_grad(f, args, Options(dynamic, backend, optimize, cache,
-                                                       has_aux, wrt, checkpoint=checkpoint))
+    opts = Options(dynamic, backend, optimize, cache, has_aux, wrt, checkpoint=checkpoint)
+    if Program.run is not _PLAIN_RUN:  # a profile is active: yota.grad's own time too
+        from .profile import front_end
+
+        return front_end("yota.grad", f, lambda: run_grad(f, args, opts)[:2])
+    value, grads, program = run_grad(f, args, opts)
     if table is not None and program is not None:
         _remember_fast(f, program, args, table)
     return value, grads
@@ -244,7 +248,7 @@ def _make_fast(program: Program, args: Sequence[Any], ref: weakref.ref[Any]
     captured arrays, constants from user code or random numbers (those need the general
     path's checks). None when it does not apply."""
     tape = program.tape
-    if not program.shareable or tape.randoms or tape.has_aux or \
+    if not program.shareable or tape.randoms or tape.has_aux or tape.value_shape or \
             program.unpack_plan is None or program.variants is None:
         return None
     plan: UnpackPlan = program.unpack_plan

@@ -203,6 +203,8 @@ def unpack(fn: Function | Program, tape: Tape, outs: list[Any], args: Sequence[A
     program = fn if isinstance(fn, Program) else None
     plan = unpack_plan(fn, tape, args)
     value = scalar(outs[0], plan.value_is_float)
+    if tape.value_shape is not None:  # a loss of one element, returned in its shape
+        value = np.reshape(value, tape.value_shape)
     grads: list[Any] = [None] * len(args)
     for argnum, path, j, as_float in plan.leaves:
         g = scalar(outs[j], as_float)

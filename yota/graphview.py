@@ -17,10 +17,18 @@ The gradient of every value comes from one extra program: each float value ``v``
 a zero input ``e`` added to it (``v + e`` replaces ``v`` for its users), and the
 gradient with respect to ``e`` at zero is the gradient with respect to ``v``. Values
 run on the reference interpreter.
+
+A program of more than ``MAX_NODES`` ops (an unrolled recurrent network's gradient has
+thousands; Graphviz's layout takes minutes to hours on them) is drawn by source line:
+one node per line of the user's code (its ops counted by name, the gradient's ops under
+"grad of" the line they differentiate), edges where values flow from one to another;
+the title says so. ``max_nodes=None`` draws every op.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,7 +46,8 @@ from .program import flatten_args
 from .tape import Tape
 from .tracing import trace
 
-__all__ = ["Graph", "graph", "value_notes"]
+__all__ = ["Graph", "graph", "grouped_dot", "value_notes"]
+MAX_NODES = 400  # ops drawn one by one, at most; larger programs are drawn by source line
 
 
 class Graph:
@@ -76,15 +85,75 @@ class Graph:
 
 
 def graph(f: Callable[..., Any], *args: Any, values: bool = False, stage: str = "grad",
-          title: str | None = None) -> Graph:
+          title: str | None = None, max_nodes: int | None = MAX_NODES) -> Graph:
     """``f``'s IR at ``stage`` (``traced``, ``grad``, ``optimized``, ``fused``,
     ``planned``: ``yota.pipeline.STAGES``) as a graph; ``values=True`` labels each node
-    with the value it computed at ``args`` and its gradient (see the module's doc)."""
+    with the value it computed at ``args`` and its gradient (see the module's doc). A
+    program of more than ``max_nodes`` ops is drawn by source line (``grouped_dot``;
+    None: every op, however long Graphviz takes)."""
     _, tape = trace(f, *args)
     fn = stage_function(tape, stage)
-    notes = value_notes(tape, fn, args) if values else None
     name = getattr(f, "__name__", "f")
-    return Graph(fn, _dot.to_dot(fn, title or f"{name}: {stage} (@{fn.name})", notes))
+    head = title or f"{name}: {stage} (@{fn.name})"
+    if max_nodes is not None and len(fn.ops) > max_nodes:
+        return Graph(fn, grouped_dot(fn, head, max_nodes))
+    notes = value_notes(tape, fn, args) if values else None
+    return Graph(fn, _dot.to_dot(fn, head, notes))
+
+
+_ADJOINT = re.compile(r"adjoint of (%\d+)")
+
+
+def grouped_dot(fn: Function, title: str, max_nodes: int = MAX_NODES) -> str:
+    """``fn`` drawn by source line: one node per line of the user's code that made ops
+    (the ops of the gradient under "grad of" the line whose values they differentiate),
+    labelled with its op counts; an edge where a value flows from one line's ops to
+    another's. At most ``max_nodes`` nodes (the busiest lines; the others in one)."""
+    names = _dot.value_names(fn)
+    made_at: dict[str, str] = {}
+    group_of: dict[Value, str] = {v: "inputs" for v in fn.inputs}
+    counts: dict[str, Counter[str]] = {}
+    for op in fn.ops:
+        key = _group(op.loc, made_at)
+        counts.setdefault(key, Counter())[op.name] += 1
+        for r in op.results:
+            group_of[r] = key
+            if op.loc and not op.loc.startswith("adjoint"):
+                made_at[names[r]] = key
+    keep = sorted(counts, key=lambda k: -sum(counts[k].values()))[:max_nodes - 1]
+    node = {k: f"g{i}" for i, k in enumerate(keep)}
+    other = "g_other"
+    edges: Counter[tuple[str, str]] = Counter()
+    for op in fn.ops:
+        dst = node.get(group_of[op.results[0]] if op.results else "", other)
+        for v in op.operands:
+            src = "in" if group_of.get(v) == "inputs" else node.get(group_of.get(v, ""), other)
+            if src != dst:
+                edges[(src, dst)] += 1
+    note = (f"{len(fn.ops)} ops drawn by source line ({len(counts)} lines): "
+            "graph(..., max_nodes=None) draws every op")
+    lines = [f"digraph {_dot._dot_str(fn.name)} {{",
+             f"  graph [rankdir=TB, labelloc=t, label={_dot._dot_str(title + chr(10) + note)}];",
+             "  node [shape=box, style=\"rounded,filled\", fontsize=10];",
+             f"  in [label={_dot._dot_str(f'{len(fn.inputs)} inputs')}, shape=invhouse];"]
+    for k, n in node.items():
+        ops = ", ".join(f"{name}x{c}" for name, c in counts[k].most_common(4))
+        color = _dot.COLORS["backward" if k.startswith("grad of") else "forward"]
+        label = f"{k}\n{sum(counts[k].values())} ops: {ops}"
+        lines.append(f"  {n} [label={_dot._dot_str(label)}, fillcolor=\"{color}\"];")
+    if len(counts) > len(keep):
+        lines.append(f"  {other} [label=\"{len(counts) - len(keep)} other lines\"];")
+    lines += [f"  {a} -> {b} [label=\"{c}\"];" for (a, b), c in edges.items()]
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def _group(loc: str | None, made_at: dict[str, str]) -> str:
+    if not loc:
+        return "(no source line)"
+    m = _ADJOINT.match(loc)
+    if m is None:
+        return loc.split(";")[0]
+    return f"grad of {made_at.get(m.group(1), 'values')}"
 
 
 def stage_function(tape: Tape, stage: str) -> Function:

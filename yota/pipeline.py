@@ -144,6 +144,7 @@ def trace_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False
     val, tape = trace_forward(f, args)
     tape.wrt = None if wrt is None else tuple(wrt)
     tape.checkpoint = checkpoint
+    _tracing.squeeze_result(tape, has_aux)  # a loss of shape (1,): its one value
     if has_aux:
         check_pair(tape, val, f)
         tape.has_aux = True

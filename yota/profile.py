@@ -23,7 +23,11 @@ provenance says ("adjoint of %5 via rule mul" is the backward of the line that m
 
 The time a program's call spends outside its steps (argument checks, output arrays, the
 native call itself) is the row ``(call)``, and redrawing its random numbers ``(random
-draws)``, so the table's total is the time spent in compiled programs.
+draws)``. What ``yota.grad`` or a compiled function does around the program (flattening
+the arguments, finding the variant, checking what the function read from outside, shaping
+the gradients) is the row ``(yota.grad)`` (``(yota.compile)``), and a call that traced and
+compiled counts in ``(trace and compile)``: so the table's total is the wall time of the
+calls, not only of the compiled programs.
 ``YOTA_PROFILE=1`` profiles the whole process and prints the table at exit
 (``YOTA_PROFILE_TRACE=FILE.json`` also writes the trace).
 """
@@ -39,7 +43,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +60,7 @@ __all__ = ["Profile", "Row", "profile"]
 
 _plain_run = Program.run
 _active: list[Profile] = []
+_tls = threading.local()  # this thread's time in profiled programs (ns), for front_end
 _lock = threading.Lock()
 MAX_EVENTS = 200_000  # steps kept for the trace per profile (the table counts them all)
 FOLD_EVERY = 256  # calls recorded before their times are added up
@@ -198,8 +203,10 @@ def _profiled_run(self: Program, leaves: list[Any], *, traced_draws: bool = Fals
         try:
             return _plain_run(self, leaves, traced_draws=traced_draws, captured=captured)
         finally:
+            t1 = time.monotonic_ns()
+            _tls.program_ns = getattr(_tls, "program_ns", 0) + (t1 - t0)
             for p in profs:
-                p._record_whole(self, t0, time.monotonic_ns())
+                p._record_whole(self, t0, t1)
     if self.tape.captured:
         leaves = leaves + (captured if captured is not None else
                            [obj for obj, _, _ in self.captured])
@@ -209,10 +216,31 @@ def _profiled_run(self: Program, leaves: list[Any], *, traced_draws: bool = Fals
         leaves = leaves + (self.tape_draws() if traced_draws else self.tape.draws.replay())
         draws_ns = time.monotonic_ns() - t0
     outs, times = variant.exe.timed(*leaves)
+    _tls.program_ns = getattr(_tls, "program_ns", 0) + (times.end - times.start) + draws_ns
     tid = threading.get_ident()
     for p in profs:
         p._record(variant, times, draws_ns, tid)
     return list(outs)
+
+
+def front_end(api: str, f: Any, call: Callable[[], Any]) -> Any:
+    """``call()`` (a ``yota.grad`` or compiled-function call while a profile is active),
+    the time it spends outside compiled programs recorded as the row ``(api) name``
+    (``(trace and compile) name`` when it traced)."""
+    from .pipeline import stats
+
+    before, traces = getattr(_tls, "program_ns", 0), stats.traces
+    t0 = time.monotonic_ns()
+    try:
+        return call()
+    finally:
+        ns = time.monotonic_ns() - t0 - (getattr(_tls, "program_ns", 0) - before)
+        code = getattr(getattr(f, "__func__", f), "__code__", None)
+        where = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}" if code else "-"
+        name = getattr(f, "__name__", type(f).__name__)
+        op = f"(trace and compile) {name}" if stats.traces != traces else f"({api}) {name}"
+        for p in list(_active):
+            p._record_front((where, op, "-"), ns)
 
 
 def _install() -> None:
@@ -250,6 +278,7 @@ class Profile:
             self._accs: dict[int, _Acc] = {}
             self._pending: list[tuple[Variant, Any, int]] = []
             self._whole: dict[tuple[str, str, str], list[int]] = {}
+            self._front: dict[tuple[str, str, str], list[int]] = {}
             self._events: list[tuple[Variant | None, Any, int, int]] = []
             self._nevents = 0
             self.origin = time.monotonic_ns()
@@ -310,6 +339,12 @@ class Profile:
             acc.steps_ns += int(durs.sum())
             acc.draws_ns += sum(d for _, _, d in recs)
 
+    def _record_front(self, key: tuple[str, str, str], ns: int) -> None:
+        with self._lock:
+            cell = self._front.setdefault(key, [0, 0])
+            cell[0] += 1
+            cell[1] += max(ns, 0)
+
     def _record_whole(self, program: Program, t0: int, t1: int) -> None:
         """A program without a profiled variant: its calls as one step."""
         where = str(program.tape.loc) if program.tape.loc else f"{program.tape.fname}()"
@@ -337,13 +372,14 @@ class Profile:
                     add(key, int(acc.counts[s]), int(acc.totals[s]))
                 add(v.call_site, acc.calls, acc.call_ns - acc.steps_ns)
                 add(v.draw_site, acc.calls if acc.draws_ns else 0, acc.draws_ns)
-            for key, (calls, ns) in self._whole.items():
+            for key, (calls, ns) in [*self._whole.items(), *self._front.items()]:
                 add(key, calls, ns)
         return sorted(agg.values(), key=lambda r: (-r.total_ns, r.where, r.op))
 
     @property
     def total_ns(self) -> int:
-        """The time spent in compiled programs (and their random draws)."""
+        """The time of the profiled calls: in compiled programs (and their random draws)
+        and around them (``(yota.grad)``, ``(trace and compile)`` rows)."""
         return sum(r.total_ns for r in self.rows())
 
     @property
@@ -403,7 +439,7 @@ def format_table(p: Profile, limit: int | None = None) -> str:
     nprog = len(progs) + len(p._whole)
     head = (f"Yota profile: {p.calls} calls of {nprog} program{'s' if nprog != 1 else ''}"
             f"{' (' + ', '.join(backends) + ')' if backends else ''}, "
-            f"{_fmt_ns(total)} in compiled programs")
+            f"{_fmt_ns(total)} in all")
     if not rows:
         return head + "\n  (no compiled program ran while profiling)"
     opw = max(8, min(28, max(len(r.op) for r in rows)))

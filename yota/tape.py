@@ -118,6 +118,7 @@ class Tape:
         self.reads: list[Any] = []
         self.function: Any = None  # the traced function, weakly (yota.captured.handle)
         self.held = False  # arrays from user code not found by a read: held, not re-read
+        self.value_shape: tuple[int, ...] | None = None  # a loss of one element: its shape
 
     def new_var(self, type: TensorType | None, weak: bool = False) -> Var:
         self.nvars += 1

@@ -33,7 +33,15 @@ from yota.ir.errors import TraceError, UnsupportedError, YotaError
 from yota.ir.types import DTYPE_NAMES, TensorType, tensor_type
 
 from . import structs
-from .aliasing import Storage, creations, may_share_memory, permutation, positions, shares
+from .aliasing import (
+    Storage,
+    creations,
+    made_here,
+    may_share_memory,
+    permutation,
+    positions,
+    shares,
+)
 from .numpy import generated, registry  # importing yota.numpy registers every family
 from .numpy.building import constructors
 from .numpy.generated import Made
@@ -133,7 +141,9 @@ class TraceContext:
                              "supports float32, float64, int32, int64 and bool: convert it")
         var = self.tape.new_var(TensorType(a.dtype, a.shape))
         read = self.found.arrays.get(key) if self.found is not None else None
-        if read is not None:  # found where the function reads it: that read is guarded
+        if read is None and made_here(arr):  # np.arange(n) in the function: a constant
+            entry = Entry("const", [var], value=a.copy())
+        elif read is not None:  # found where the function reads it: that read is guarded
             entry = Entry("const", [var], value=a.copy(), extra=read) if a.size <= \
                 CONST_LIMIT else Entry("captured", [var], value=arr,
                                        extra=(None, read.text), loc=user_loc())
@@ -492,9 +502,23 @@ class Tracer:
             "runs, and its @yota.diffrule gives its gradient)"
         )
 
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        """A constant's memory, as its array's; a traced value has none to give (NumPy
+        reads it for ``as_strided``, buffers and ctypes): a clear error."""
+        if self.is_const:
+            return dict(np.asarray(self.value).__array_interface__)
+        raise AttributeError("__array_interface__")  # (NumPy then tries __array__)
+
     def __getattr__(self, name: str) -> Any:
         """Only reached for names the class does not define: an ndarray method or attribute
         that is not traced is a clear error (still an ``AttributeError`` for ``hasattr``)."""
+        if name == "__array_interface__":  # (an AttributeError: NumPy then tries __array__)
+            raise UnsupportedAttribute(
+                f"np.lib.stride_tricks.as_strided (or a buffer, or ctypes) reads the memory "
+                f"of a traced value at {where()}: a compiled program has no such array. Use "
+                "np.lib.stride_tricks.sliding_window_view or indexing instead, or wrap the "
+                "code in a @yota.primitive(opaque=True) function")
         if name.startswith("__") or not hasattr(np.ndarray, name):
             raise AttributeError(f"'Tracer' object has no attribute {name!r}")
         raise UnsupportedAttribute(
@@ -638,8 +662,18 @@ class Tracer:
         raise UnsupportedError(f"complex() of a traced value at {where()}: Yota "
                                "differentiates real-valued code")
 
-    def item(self) -> Any:
-        """The Python number, as ``float()``/``int()``/``bool()`` give it: a guard."""
+    def item(self, *args: Any) -> Any:
+        """The Python number, as ``float()``/``int()``/``bool()`` give it: a guard.
+        ``x.item(i)`` (a flat index) and ``x.item(i, j)`` read one element, as NumPy."""
+        if args:
+            key = args[0] if len(args) == 1 else args
+            if isinstance(key, tuple):
+                return self[key].item()
+            try:
+                np.asarray(self.value).item(key)  # NumPy's IndexError/TypeError
+            except IndexError as e:
+                raise IndexError(f"{e} (x.item at {where()})") from None
+            return self.reshape(-1)[int(key)].item()
         value = np.asarray(self.value).item()
         if self.is_const:
             return value

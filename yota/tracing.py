@@ -18,6 +18,7 @@ import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import TraceError, UnsupportedError
 from yota.ir.interpreter import run
+from yota.ir.types import TensorType
 
 from . import captured, foreign, structs
 from . import tracer as _tracer
@@ -26,7 +27,7 @@ from .primitives import temporary_primitives
 from .randomness import Recorder, UnrecordedDraws, recording
 from .sideeffects import Snapshot
 from .structs import rebuild_sequence
-from .tape import Inlined, Loc, Tape, Var
+from .tape import Entry, Inlined, Loc, Tape, Var
 from .tracer import TraceContext, Tracer, active, current_context, record
 from .validate import argnames, check_arity, check_callable
 
@@ -84,6 +85,21 @@ def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[A
     tape.leaf_vars = [(t._path[0], t._path[1], t._var) for t in ctx.leaves]
     tape.foreign_tracers = {var: t for t, var in ctx.foreign.values()}
     return _result_value(result), tape
+
+
+def squeeze_result(tape: Tape, has_aux: bool = False) -> None:
+    """A loss that is an array of one element (``shape (1,)``, ``(1, 1)``...) is
+    differentiated as its one value, as autograd does: the tape's result becomes that
+    value (0-d; ``tape.value_shape`` keeps the shape the value is returned in)."""
+    r = tape.result[0] if has_aux else tape.result
+    if not isinstance(r, Var) or r.type is None or r.type.ndim == 0 or r.type.size != 1 \
+            or r.type.dtype.kind != "f":
+        return
+    var = tape.new_var(TensorType(r.type.dtype, ()))
+    loc = next((e.loc for e in reversed(tape.entries) if r in e.outs), None)
+    tape.add(Entry("call", [var], "reshape", (r, ()), {"order": "C"}, loc=loc))
+    tape.value_shape = r.type.shape
+    tape.result = (var, tape.result[1]) if has_aux else var
 
 
 def _result_to_tape(ctx: TraceContext, r: Any) -> Any:

@@ -25,3 +25,10 @@ def example(rng: np.random.Generator) -> tuple[MLP, np.ndarray, np.ndarray]:
     m = MLP(rng.standard_normal((4, 8)) / 2, 0.1 * rng.standard_normal(8),
             rng.standard_normal((8, 3)) / 3, 0.1 * rng.standard_normal(3))
     return m, rng.standard_normal((5, 4)), rng.integers(0, 3, 5)
+
+
+def example32(rng: np.random.Generator) -> tuple[MLP, np.ndarray, np.ndarray]:
+    """The same model in float32 (``yota-ir check`` takes its differences in float64)."""
+    m, X, labels = example(rng)
+    f32 = [np.asarray(a, np.float32) for a in (m.W1, m.b1, m.W2, m.b2)]
+    return MLP(*f32), X.astype(np.float32), labels

@@ -30,17 +30,17 @@ def _argnames(func: Callable[..., Any], n: int) -> list[str]:
 def _tolerance(checks: Sequence[LeafCheck], tol: float | None) -> dict[str, float]:
     if tol is not None:
         return {c.leaf: tol for c in checks}
-    return {c.leaf: (1e-2 if c.type.startswith("f32") else 1e-5) for c in checks}
+    return {c.leaf: (1e-3 if c.type.startswith("f32") else 1e-5) for c in checks}
 
 
 @main.command()
 @target_options
 @click.option("--tol", type=float, default=None,
-              help="Largest relative error accepted [default: 1e-5 for float64 leaves, 1e-2 "
+              help="Largest relative error accepted [default: 1e-5 for float64 leaves, 1e-3 "
                    "for float32].")
 @click.option("--eps", type=float, default=None,
-              help="Finite-difference step, scaled by max(1, |x|) [default: 1e-6 for float64, "
-                   "1e-2 for float32].")
+              help="Finite-difference step, scaled by max(1, |x|) [default: 1e-6; the "
+                   "differences are taken in float64, float32 arguments made float64].")
 @click.option("--max-elements", type=int, default=64, show_default=True,
               help="Elements checked per leaf (a random sample of larger leaves).")
 def check(target: str, args_expr: str | None, example: str | None, seed: int,
@@ -50,7 +50,8 @@ def check(target: str, args_expr: str | None, example: str | None, seed: int,
     with status 1 if any exceeds the tolerance.
 
     The relative error of a leaf is max|yota - fd| / max(max|fd|, max|yota|) over the
-    elements checked.
+    elements checked. The finite differences are taken in float64 (float32 arguments are
+    made float64 for them), so a float32 model is compared with accurate differences.
 
     \b
     Examples:

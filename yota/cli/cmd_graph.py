@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from yota.graphview import value_notes
+from yota.graphview import MAX_NODES, grouped_dot, value_notes
 from yota.ir import dot as _dot
 
 from .app import ToolError, main
@@ -50,8 +50,12 @@ def graph(target: str, args_expr: str | None, example: str | None, seed: int, st
     t = load_target(target, args_expr, example, seed)
     tape = trace_target(t)
     fn = build_stages(tape, stage, fast_math=fast_math)[-1][1]
-    notes = value_notes(tape, fn, t.args) if values else None
-    write(_dot.to_dot(fn, f"{t.name}: {stage} (@{fn.name})", notes), output, fmt)
+    head = f"{t.name}: {stage} (@{fn.name})"
+    if len(fn.ops) > MAX_NODES:  # Graphviz would take minutes or hours: by source line
+        write(grouped_dot(fn, head), output, fmt)
+    else:
+        notes = value_notes(tape, fn, t.args) if values else None
+        write(_dot.to_dot(fn, head, notes), output, fmt)
     if output != "-":
         click.echo(f"wrote {output}", err=True)
 

@@ -91,7 +91,7 @@ def _wrap_array(fname: str, copies: bool, min_ndim: int = 0) -> Callable[..., An
         if h.is_traced(obj) and ndmin <= obj.ndim and not obj.weak:  # weak: a Python float
             if dtype is not None and np.dtype(dtype) != obj.dtype:
                 return h.call("astype", obj, dtype)
-            copy = kw.get("copy", True if copies else None)
+            copy = _copy_flag(kw.get("copy", True if copies else None))
             return h.call("copy", obj) if copy else obj
         return h.call("array", obj, dtype, ndmin=ndmin)
 
@@ -99,6 +99,15 @@ def _wrap_array(fname: str, copies: bool, min_ndim: int = 0) -> Callable[..., An
     wrapper.__doc__ = original.__doc__
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper
+
+
+def _copy_flag(copy: Any) -> bool | None:
+    """``copy=`` as True, False or None (NumPy's ``np._CopyMode``, which SciPy's
+    ``asarray`` passes, too: its truth value is an error)."""
+    mode = getattr(np, "_CopyMode", None)
+    if mode is not None and isinstance(copy, mode):
+        return {mode.ALWAYS: True, mode.NEVER: False}.get(copy)
+    return None if copy is None else bool(copy)
 
 
 class _Concatenator:

@@ -51,8 +51,20 @@ def _concat(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: Any =
 def _pieces(L: LoweringContext, arrays: Any, o: TensorType,
             shape_of: Callable[[tuple[int, ...]], tuple[int, ...]]) -> list[Value]:
     """Each array as an IR value of ``o``'s dtype, reshaped to ``shape_of(its shape)``."""
-    xs = [L.operand(a, o.dtype, None) for a in arrays]
+    xs = _rows(L, arrays, o) if L.is_traced(arrays) else \
+        [L.operand(a, o.dtype, None) for a in arrays]
     return [L.b.reshape_to(x, shape_of(x.shape)) for x in xs]
+
+
+def _rows(L: LoweringContext, array: Any, o: TensorType) -> list[Value]:
+    """One traced array given where NumPy takes a sequence (``np.vstack(x)``): its rows,
+    as NumPy iterates it."""
+    x = L.operand(array, o.dtype, None)
+    n, rest = x.shape[0], x.shape[1:]
+    one = (1,) * x.ndim
+    return [L.b.reshape_to(L.b.slice(x, start=(i,) + (0,) * len(rest),
+                                     stop=(i + 1,) + rest, step=one), rest)
+            for i in range(n)]
 
 
 def _atleast(n: int) -> Callable[[tuple[int, ...]], tuple[int, ...]]:
