@@ -376,3 +376,22 @@ def test_discovery_follows_methods_items_loops_and_arguments() -> None:
 def test_functions_modules_and_classes_are_guarded_by_identity() -> None:
     found = discover(f_scale, 1).reads
     assert {r.text: r.mode for r in found.values()}["np"] == "is"
+
+
+def test_readme_sharp_bits_run_as_doctests() -> None:
+    import doctest
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    m = re.search(r"^## Sharp bits\n(.*?)(?=^## )", readme, re.S | re.M)
+    assert m, "README.md has no '## Sharp bits' section"
+    text = re.sub(r"^> ?", "", m.group(1), flags=re.M)  # the box is a quote
+    text = re.sub(r"^```\w*$", "", text, flags=re.M)
+    test = doctest.DocTestParser().get_doctest(text, {}, "README sharp bits", "README.md", 0)
+    assert len(test.examples) >= 8
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", yota.RetraceWarning)
+        runner.run(test)
+    assert runner.failures == 0
