@@ -6,10 +6,12 @@ special ops of ``yota.ir.ops.special``).
   ``erfcinv(1e-300)``), in float64 and float32, on the interp, llvm and MLIR backends.
   Tolerances: our algorithms are within 4 ulps of the exact values (checked against
   mpmath below, away from the zeros that the reflection formula cancels near), SciPy's
-  own loops are within ~50 ulps except where measured worse: ``erfc``/``erfcx``/
-  ``log_ndtr`` in the tails (SciPy rounds ``x^2`` before the exponential: up to 1e3
-  ulps), ``gammaln`` near 1 and 2 (873 ulps), ``psi`` near its roots. So ``rtol`` is
-  1e-14 (45 ulps) by default, 1e-11 for those, with an ``atol`` of 1e-14 near zeros;
+  own loops are within ~50 ulps except where measured worse: ``erfc``/``erfcx``/``ndtr``
+  in the tails (SciPy rounds ``x^2`` before the exponential: up to 1e3 ulps),
+  ``gammaln`` near 1 and 2 (873 ulps), ``psi`` near its roots, ``log_ndtr`` past 6 (its
+  ``-ndtr(-x)`` drops a term: 5e-10), ``betaln`` where one argument is large (2e-8).
+  So ``rtol`` is 1e-14 (45 ulps) by default, larger for those, with an ``atol`` of 1e-14
+  near zeros;
   float32 results are our float64 ones rounded once against SciPy's float32 loops:
   ``rtol`` 2e-6 (16 float32 ulps);
 - gradients match central finite differences (first order on interp and llvm, second
@@ -49,7 +51,7 @@ UNARY: dict[str, tuple[float, tuple[float, float]]] = {
     "erf": (1e-14, (-3, 3)), "erfc": (1e-11, (-3, 5)), "erfcx": (1e-11, (-3, 30)),
     "erfinv": (1e-14, (-0.95, 0.95)), "erfcinv": (1e-14, (0.05, 1.95)),
     "ndtr": (1e-11, (-5, 5)), "ndtri": (1e-14, (0.02, 0.98)),
-    "log_ndtr": (1e-11, (-30, 8)), "i0": (1e-14, (-12, 12)), "i0e": (1e-14, (-20, 20)),
+    "log_ndtr": (1e-9, (-30, 8)),  # SciPy's -ndtr(-x) past 6 drops ndtr(-x)^2/2: 5e-10 "i0": (1e-14, (-12, 12)), "i0e": (1e-14, (-20, 20)),
     "i1": (1e-14, (-12, 12)), "i1e": (1e-14, (-20, 20)), "expit": (1e-14, (-30, 30)),
     "logit": (1e-14, (0.02, 0.98)), "log_expit": (1e-14, (-30, 30)),
     "entr": (1e-14, (0.05, 5)),
@@ -149,7 +151,11 @@ def test_accuracy_against_mpmath() -> None:
     cases = {"gammaln": (pos, lambda v: mp.log(mp.gamma(v))), "psi": (pos, mp.digamma),
              "erf": (wide, mp.erf), "erfc": (wide, mp.erfc),
              "erfcx": (wide, lambda v: mp.exp(v * v) * mp.erfc(v)),
-             "erfinv": (wide / 6.1, mp.erfinv), "i0e": (wide * 3, lambda v: mp.besseli(
+             "erfinv": (wide / 6.1, mp.erfinv),
+             "ndtr": (wide * 6, lambda v: mp.erfc(-v / mp.sqrt(2)) / 2),
+             "log_ndtr": (wide * 6, lambda v: mp.log1p(-mp.erfc(v / mp.sqrt(2)) / 2) if v > 0
+                          else mp.log(mp.erfc(-v / mp.sqrt(2)) / 2)),
+             "i0e": (wide * 3, lambda v: mp.besseli(
                  0, v) * mp.exp(-abs(v))), "i1": (wide * 2, lambda v: mp.besseli(1, v))}
     for name, (x, ref) in cases.items():
         got = yota.compile(getattr(sp, name), x)(x)
