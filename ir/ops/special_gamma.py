@@ -28,7 +28,7 @@ import math
 from fractions import Fraction
 from functools import cache
 
-from .special_scalar import F, fabs, floor, log, log1p, polyval, rint, sin, tan, where
+from .special_scalar import F, fabs, floor, log, polyval, rint, sin, tan, where
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 DIGAMMA_ROOT = (1.4616321449683622, 9.549995429965697e-17)  # hi + lo
@@ -74,9 +74,6 @@ DIGAMMA_ASYM = tuple(float(bernoulli(2 * k) / (2 * k)) for k in range(8, 0, -1))
 def lgamma_pos(a: F) -> F:
     """``lgamma(a)`` for ``a >= 0`` (``inf`` at 0 and at ``inf``)."""
     big = a >= 8.0
-    z = where(big, a, 8.0)
-    w = 1.0 / z
-    stirling = (z - 0.5) * log(z) - z + HALF_LOG_2PI + w * polyval(STIRLING, w * w)
     n = floor(a - 1.5)  # a in [1.5, 8): moved down by n into [1.5, 2.5)
     base = where(a < 0.5, 0.0, where(a < 1.5, 1.0, n + 2.0))
     d = a - base  # z - 2 for the z in [1.5, 2.5), exactly
@@ -84,8 +81,13 @@ def lgamma_pos(a: F) -> F:
     prod = a.k(1.0)
     for j in range(1, 7):
         prod = prod * where(n >= float(j), a - float(j), 1.0)
-    up = where(a < 0.5, -log(a) - log1p(a), -log(a))
-    small = core + where(a < 1.5, up, log(prod))
+    # one logarithm per lane: of a (Stirling), of the shift's product, or of what the
+    # upward shift divides by (a, or a (1 + a)), subtracted
+    lg = log(where(big, a, where(a < 0.5, a * (a + 1.0), where(a < 1.5, a, prod))))
+    small = core + where(a < 1.5, -lg, lg)
+    z = where(big, a, 8.0)
+    w = 1.0 / z
+    stirling = (z - 0.5) * lg - z + HALF_LOG_2PI + w * polyval(STIRLING, w * w)
     return where(a.eq(math.inf), math.inf, where(big, stirling, small))
 
 
