@@ -27,7 +27,7 @@ class AutodiffError(YotaError):
 NONDIFF: frozenset[str] = frozenset({
     "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "xor", "not",
     "isnan", "isinf", "isfinite", "floor", "ceil", "round", "sign", "floordiv",
-    "argmax", "argmin", "const", "guard", "iota",
+    "argmax", "argmin", "const", "guard", "iota", "pivots",
 })
 
 CALL_RULES: dict[str, CallRule] = {}

@@ -14,7 +14,17 @@ from ..errors import MissingRuleError
 from ..ops import types_str
 from .registry import CALL_RULES, Grads, Rule, primitive_key
 
-RULES_MISC: dict[str, Rule] = {}
+def _callback(b: Builder, op: Op, dy: Any) -> Grads:
+    """An opaque primitive's body is differentiated by its primitive's ``diffrule``,
+    through the ``call`` that holds it; met on its own, it has no derivative."""
+    name = str(op.attrs["fn"]).split("#")[0]
+    raise MissingRuleError(f"the opaque primitive {name} {_where(op)} is differentiated by "
+                           f"its @yota.diffrule through the call that holds it; this callback "
+                           "is not inside such a call (differentiate the program before "
+                           "inlining its calls)")
+
+
+RULES_MISC: dict[str, Rule] = {"callback": _callback}
 
 
 def call_vjp(b: Builder, op: Op, callee: Function, dys: Sequence[Value],
