@@ -133,7 +133,8 @@ def _load(obj: bytes, target: Any) -> Any:
 
 def _ensure_runtime() -> None:
     """Bind the helper pool's symbols (once per process: ``pool.ensure_pool``)."""
-    from . import callback, objload, pool
+    from .. import callback
+    from . import objload, pool
 
     callback.bind()  # yota_callback: opaque primitives' calls out to Python
     pool.ensure_pool()

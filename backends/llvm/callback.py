@@ -2,10 +2,10 @@
 of native code into Python: ``i32 yota_callback(ptr description, ptr pointers)``
 (``backends/callback.py``), the description a constant string of the module, the
 operands' and results' addresses in a stack array. The symbol is bound by name when code
-is loaded (``bind``; ``llvm._ensure_runtime`` and the MLIR runtime call it), so the object
-code holds no address and stays cacheable. A nonzero return stops the program with the
-op's ``"callback"`` failure record: the kept Python exception is raised as a
-``CallbackError`` with the user's line.
+is loaded (``backends/callback.bind``, called by the llvm runtime's set-up and by the MLIR
+runtime), so the object code holds no address and stays cacheable. A nonzero return
+stops the program with the op's ``"callback"`` failure record: the kept Python exception
+is raised as a ``CallbackError`` with the user's line.
 
 Operands and results are passed where they are, with their strides (views included):
 the host side makes NumPy views of them.
@@ -20,17 +20,7 @@ from yota.ir.core import Op
 from .. import callback as host
 from ..lowering import Emitter
 from .lower import FnGen
-from .target import bind_symbol
 from .types import I8, I32, I64, PTR, declare, i64
-
-_bound: list[bool] = []
-
-
-def bind() -> None:
-    """Bind ``yota_callback`` for generated code (once per process)."""
-    if not _bound:
-        bind_symbol(host.SYMBOL, host.ADDRESS)
-        _bound.append(True)
 
 
 def _string(g: FnGen, data: bytes) -> ir.GlobalVariable:
@@ -61,5 +51,5 @@ def _emit(g: FnGen, op: Op) -> None:
     g.fail_if(g.b.icmp_signed("!=", rc, ir.Constant(I32, 0)), record, g.b.sext(rc, I64))
 
 
-bind()
+host.bind()
 CALLBACK_EMITTERS: dict[str, Emitter] = {"callback": _emit}

@@ -54,7 +54,7 @@ def bind_runtime() -> None:
     """Make MLIR's runtime helpers (``memrefCopy``) resolvable by the JIT (once)."""
     if _bound:
         return
-    from ..llvm import callback
+    from .. import callback
 
     callback.bind()  # yota_callback: opaque primitives' calls out to Python
     lib = tools.runtime_library()
