@@ -70,7 +70,7 @@ _CLASSES = {
 }
 PRECISION: dict[str, tuple[str, str]] = {
     op: (cls, _WHY[cls]) for cls, ops in _CLASSES.items() for op in ops.split()}
-STRUCTURAL = {"guard", "call", "fused"}  # no values of their own (effects, callees)
+STRUCTURAL = {"guard", "call", "fused", "loop"}  # no values of their own (effects, callees)
 
 
 def classify(op: str) -> str:

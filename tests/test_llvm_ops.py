@@ -440,6 +440,15 @@ def test_noncontiguous_and_converted_inputs() -> None:
             assert mismatch(fn, [a, yv], got, want) is None
 
 
+def test_loops() -> None:
+    """The shared loop programs (tests/test_loops.py runs them with guards failing)."""
+    from backend_cases import loop_programs
+
+    COVERED.add("loop")
+    for _label, fn in loop_programs():
+        check(fn, inputs(np.random.default_rng(4), fn, special=False))
+
+
 def test_signature_errors() -> None:
     from yota.ir.errors import SignatureError
 

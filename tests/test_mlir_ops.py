@@ -47,6 +47,7 @@ from backend_cases import (  # noqa: E402
     binary_program,
     inputs,
     iota_program,
+    loop_programs,
     sample,
     special_inputs,
     special_programs,
@@ -326,10 +327,14 @@ def _lapack(rng: np.random.Generator) -> list[Program]:
             for case, n, fn, args, _ in _lapack_cases(rng, dt)]
 
 
+def _loops(rng: np.random.Generator) -> list[Program]:
+    return [(label, fn, inputs(rng, fn, special=False)) for label, fn in loop_programs()]
+
+
 def all_programs() -> list[Program]:
     rng = np.random.default_rng(0)
     return (_elementwise(rng) + _reductions(rng) + _shapes(rng) + _indexing(rng)
-            + _writes(rng) + _products(rng) + _misc(rng) + _lapack(rng))
+            + _writes(rng) + _products(rng) + _misc(rng) + _lapack(rng) + _loops(rng))
 
 
 def _ops(fn: Function) -> set[str]:

@@ -330,6 +330,34 @@ def test_fused(seed: int, layout: str) -> None:
     assert_runs_as(make, [x, y], [s, np.sum(s, axis=1)])
 
 
+@covers("loop")
+@SETTINGS
+@given(seed=seeds, layout=layouts, reverse=st.booleans(), length=st.sampled_from([0, 1, 4]))
+def test_loop(seed: int, layout: str, reverse: bool, length: int) -> None:
+    """A carried value ``c = c * w + xs[i]``, a stacked output ``tanh(c)`` per step and an
+    invariant ``w``, run forward or in reverse (step ``i`` reads and writes slice ``i``)."""
+    from yota.ir.loops import loop_op
+
+    rng = np.random.default_rng(seed)
+    c0, w = sample(rng, (3,), F64), sample(rng, (3,), F64)
+    xs = view(sample(rng, (length, 3), F64), layout)
+    body = Builder("step")
+    c, x, v = (body.input(TensorType(F64, (3,))) for _ in range(3))
+    nxt = body.add(body.mul(c, v), x)
+    step = body.build([nxt, body.tanh(nxt)])
+
+    def make(b: Builder, u: Value, s: Value, iw: Value) -> tuple[Value, ...]:
+        b.callees[step.name] = step
+        return b.append(loop_op(step, [u, s, iw], length=length, carries=1, stacked=1,
+                                reverse=reverse)).results
+
+    h, ys = c0, np.zeros((length, 3))
+    for i in (reversed(range(length)) if reverse else range(length)):
+        h = h * w + xs[i]
+        ys[i] = np.tanh(h)
+    assert_runs_as(make, [c0, xs, w], [h, ys])
+
+
 # -- shape ops ---------------------------------------------------------------------------------
 @covers("reshape")
 @SETTINGS
@@ -559,7 +587,7 @@ def test_pivots(seed: int, batch: tuple[int, ...], n: int, layout: str) -> None:
         assert cur == perm[idx].tolist()
 
 
-def _pair(static: Any, xs: list[np.ndarray]) -> list[Any]:
+def _scaled_sum(static: Any, xs: list[np.ndarray]) -> list[Any]:
     """A registered callback: ``x * k + y`` (``k`` from the constant arguments) and a sum."""
     x, y = xs
     return [x * static["k"] + y, float(np.sum(x))]
@@ -573,7 +601,7 @@ def test_callback(dtype: np.dtype, shape: tuple[int, ...]) -> None:
     converted to the types the op names (a Python float to f32[], float64 to float32)."""
     from yota.ir.ops.callback import CALLBACKS
 
-    CALLBACKS["tests.pair#0"] = _pair
+    CALLBACKS["tests.pair#0"] = _scaled_sum
     rng = np.random.default_rng(0)
     x = sample(rng, shape, dtype, layout="T")
     y = sample(rng, shape, dtype)
@@ -711,6 +739,9 @@ ERRORS.update({
                                       results=(("f32",),)), ["[dtype, shape]"]),
     "call": (lambda b: b.emit("call", b.input(t(F32, 3)), callee="g"), ["call", "callee"]),
     "fused": (lambda b: b.emit("fused", b.input(t(F32, 3)), callee="k"), ["fused", "body"]),
+    "iota": (lambda b: b.emit("iota", shape=(2,), axis=0, dtype=BOOL), ["iota", "bool"]),
+    "loop": (lambda b: b.emit("loop", b.input(t(F32, 3)), callee="step", length=2, carries=1,
+                              stacked=0, reverse=False), ["loop", "loop_op"]),
 })
 
 

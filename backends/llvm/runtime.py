@@ -119,6 +119,7 @@ class LLVMExecutable:
     """
 
     backend = "llvm"
+    packs = True  # many arguments are passed packed (abi.packed); the mlir backend's: never
 
     def __init__(self, artifact: Artifact, loaded: Loaded, target: Target,
                  fn: Any = None, llvm_ir: str | None = None,
@@ -135,7 +136,7 @@ class LLVMExecutable:
         self._ws_bytes = int(meta["ws_bytes"])
         self._failures = meta["failures"]
         nargs = len(self._in) + len(self._out) + 1
-        self._packed = packed(nargs)  # one pointer to an array of the arguments
+        self._packed = packed(nargs) and self.packs  # one pointer to an array of them
         self._entry_addr = loaded.addresses[ENTRY]
         self._entry = cfunc(self._entry_addr, 1 if self._packed else nargs)
         self._entry_obj = cfunc(loaded.addresses[ENTRY_OBJ], 1 if self._packed else nargs)

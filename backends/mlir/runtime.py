@@ -42,6 +42,7 @@ class MLIRExecutable(LLVMExecutable):
 
     backend = "mlir"
     mlir: str | None = None
+    packs = False  # the MLIR module's entry takes its arguments one by one
 
     def __repr__(self) -> str:
         return f"<MLIRExecutable @{self.name}: {len(self._in)} inputs, {len(self._out)} outputs>"
@@ -87,7 +88,7 @@ def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = (),
     wrapper.triple = target.triple
     nptr = len(fn.inputs) + len(fn.outputs) + 1
     entry = lir.Function(wrapper, lir.FunctionType(I32, [PTR] * nptr), ENTRY)
-    _array_entry(SimpleNamespace(module=wrapper), fn, entry)  # type: ignore[arg-type]
+    _array_entry(SimpleNamespace(module=wrapper), fn, entry, False)  # type: ignore[arg-type]
     for g in gemms:
         _gemm(wrapper, *g)
     _allocator(wrapper)
