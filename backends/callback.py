@@ -94,17 +94,6 @@ def _entry(desc: int, ptrs: int) -> int:
 
 ENTRY = PROTO(_entry)  # kept alive for the process: generated code calls it
 ADDRESS: int = ctypes.cast(ENTRY, ctypes.c_void_p).value or 0
-_bound: list[bool] = []
-
-
-def bind() -> None:
-    """Bind ``yota_callback`` for native code (once per process; the llvm backend's
-    runtime set-up and the MLIR runtime call it: no code generator is imported)."""
-    if not _bound:
-        from .llvm.target import bind_symbol
-
-        bind_symbol(SYMBOL, ADDRESS)
-        _bound.append(True)
 
 
 def failure(rec: dict[str, Any], k: int) -> YotaError:

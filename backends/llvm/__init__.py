@@ -133,14 +133,24 @@ def _load(obj: bytes, target: Any) -> Any:
 
 def _ensure_runtime() -> None:
     """Bind the helper pool's symbols (once per process: ``pool.ensure_pool``)."""
-    from .. import callback
     from . import objload, pool
 
-    callback.bind()  # yota_callback: opaque primitives' calls out to Python
+    bind_callback()
     pool.ensure_pool()
     for name, addr in getattr(pool, "_addresses", {}).items():
         if name not in objload.SYMBOLS:  # bound for MCJIT only (llvm.add_symbol)
             objload.bind(name, addr)
+
+
+def bind_callback() -> None:
+    """Bind ``yota_callback`` (opaque primitives' calls out to Python, ``backends/callback``)
+    for native code, once per process, without importing the code generator."""
+    from .. import callback
+    from .objload import SYMBOLS
+    from .target import bind_symbol
+
+    if callback.SYMBOL not in SYMBOLS:
+        bind_symbol(callback.SYMBOL, callback.ADDRESS)
 
 
 def _options(threads: int | None, par_work: float | None = None) -> Options:

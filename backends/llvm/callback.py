@@ -2,7 +2,7 @@
 of native code into Python: ``i32 yota_callback(ptr description, ptr pointers)``
 (``backends/callback.py``), the description a constant string of the module, the
 operands' and results' addresses in a stack array. The symbol is bound by name when code
-is loaded (``backends/callback.bind``, called by the llvm runtime's set-up and by the MLIR
+is loaded (``llvm.bind_callback``, called by the llvm runtime's set-up and by the MLIR
 runtime), so the object code holds no address and stays cacheable. A nonzero return
 stops the program with the op's ``"callback"`` failure record: the kept Python exception
 is raised as a ``CallbackError`` with the user's line.
@@ -19,6 +19,7 @@ from yota.ir.core import Op
 
 from .. import callback as host
 from ..lowering import Emitter
+from . import bind_callback
 from .lower import FnGen
 from .types import I8, I32, I64, PTR, declare, i64
 
@@ -51,5 +52,5 @@ def _emit(g: FnGen, op: Op) -> None:
     g.fail_if(g.b.icmp_signed("!=", rc, ir.Constant(I32, 0)), record, g.b.sext(rc, I64))
 
 
-host.bind()
+bind_callback()
 CALLBACK_EMITTERS: dict[str, Emitter] = {"callback": _emit}

@@ -55,9 +55,9 @@ def bind_runtime() -> None:
     """Make MLIR's runtime helpers (``memrefCopy``) resolvable by the JIT (once)."""
     if _bound:
         return
-    from .. import callback
+    from ..llvm import bind_callback
 
-    callback.bind()  # yota_callback: opaque primitives' calls out to Python
+    bind_callback()  # yota_callback: opaque primitives' calls out to Python
     lib = tools.runtime_library()
     if lib is not None:
         llvm.load_library_permanently(lib)

@@ -14,6 +14,7 @@ from ..errors import MissingRuleError
 from ..ops import types_str
 from .registry import CALL_RULES, Grads, Rule, primitive_key
 
+
 def _callback(b: Builder, op: Op, dy: Any) -> Grads:
     """An opaque primitive's body is differentiated by its primitive's ``diffrule``,
     through the ``call`` that holds it; met on its own, it has no derivative."""
