@@ -287,6 +287,34 @@ def test_layers_of_equal_shape_roll_with_their_weights_stacked() -> None:
     check_grad(mlp, [ws, x], g)
 
 
+def test_overlapping_windows_are_not_rolled() -> None:
+    """Steps reading ``x[k:k+n]`` for each ``k`` overlap: stacking their windows for a
+    loop would copy ``x`` once per step, so they stay unrolled (and fuse); windows
+    ``xs[t]`` that tile the array are a view and roll."""
+    n, m = 40, 48
+
+    def shifted(x: np.ndarray, w: np.ndarray) -> Any:
+        y = x[0:n] * w[0]
+        for k in range(1, m):
+            y = y + np.sin(x[k:k + n] * w[k])
+        return np.sum(y)
+
+    def tiled(x: np.ndarray, w: np.ndarray) -> Any:
+        y = x[0:n] * w[0]
+        for k in range(1, m):
+            y = y + np.sin(x[k * n:(k + 1) * n] * w[k])
+        return np.sum(y)
+
+    rng = np.random.default_rng(5)
+    for f, size, rolls in [(shifted, n + m, False), (tiled, n * m, True)]:
+        x, w = rng.standard_normal(size), rng.standard_normal(m)
+        _, tape = pipeline.trace_grad(f, [x, w])
+        assert bool(loops_of(pipeline.traced_ir(tape))) == rolls, f.__name__
+        val, g = yota.grad(f, x, w)
+        assert val == pytest.approx(f(x, w), rel=1e-12)
+        check_grad(f, [x, w], g)
+
+
 def test_states_stacked_after_the_loop() -> None:
     def f(w: np.ndarray, x0: np.ndarray) -> Any:
         h, hs = x0, []

@@ -29,12 +29,14 @@ from __future__ import annotations
 import re
 from collections.abc import Hashable
 
+import numpy as np
+
 from ..core import Function, Value
 from .base import Pass, PassContext
 from .bodies import in_bodies
 from .cse import attr_key
 from .dce import dce
-from .roll_build import build_rolled
+from .roll_build import build_rolled, strided_view
 from .roll_steps import Program, Steps, make_program
 
 # ops that only move data: a step of those alone is not worth a loop
@@ -147,7 +149,7 @@ def _loop_at(prog: Program, hashes: _Hashes, nexts: tuple[list[int], ...], i: in
             if steps < m:  # its roles, without the step that failed
                 st = Steps(prog, i, p, steps)
                 st.check()
-            if _writes_only_written(prog, st, uses):
+            if _writes_only_written(prog, st, uses) and _stacks_fit(prog, st):
                 return st
         failed_until[p] = i + p
     return None
@@ -178,6 +180,26 @@ def _writes_only_written(prog: Program, st: Steps, uses: dict[Value, int]) -> bo
             if uses.get(prog.op(st.s + j * st.p + q).results[0], 0) != 1:
                 return False
     return True
+
+
+def _stacks_fit(prog: Program, st: Steps) -> bool:
+    """The slices a step reads (hoisted) are a view of their array when stacked, or
+    their stack is no larger than the array: rolling overlapping windows (``x[k:k+n]``
+    for each ``k``) would copy the array once per step, where the unrolled ops fuse."""
+    r = st.roles
+    fed = {ref[0] for slot, ref in r.local.items()
+           if slot[0] not in r.hoisted and ref[0] in r.hoisted}
+    for q in fed:
+        ops = [prog.op(st.s + j * st.p + q) for j in range(st.m)]
+        if ops[0].name != "slice" or strided_view(ops) is not None:
+            continue
+        if st.m * _nbytes(ops[0].result) > _nbytes(ops[0].operands[0]):
+            return False
+    return True
+
+
+def _nbytes(v: Value) -> int:
+    return int(np.prod(v.type.shape, dtype=np.int64)) * v.type.dtype.itemsize
 
 
 def _work(prog: Program, st: Steps) -> int:

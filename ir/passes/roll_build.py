@@ -22,6 +22,33 @@ from ..loops import loop_op
 from .base import fresh_names, remap, resolve
 from .roll_steps import Program, Ref, Slot, Steps
 
+View = tuple[Value, tuple[int, ...], tuple[int, ...], tuple[int, ...], int]
+
+
+def strided_view(ops: list[Op]) -> View | None:
+    """(source, start, stop, step, axis) of the one slice whose entries along ``axis``
+    are ``ops``' results, when ``ops`` are one-wide slices of one array at evenly spaced
+    starts along that axis (``xs[t]``); else None (stacking them copies)."""
+    if len(ops) < 2 or any(op.name != "slice" for op in ops):
+        return None
+    first = ops[0]
+    src, start = first.operands[0], first.attrs["start"]
+    d = [b - a for a, b in zip(start, ops[1].attrs["start"], strict=True)]
+    axes = [a for a, x in enumerate(d) if x]
+    if len(axes) != 1 or d[axes[0]] < 0 or first.result.shape[axes[0]] != 1:
+        return None
+    a, m = axes[0], len(ops)
+    for j, op in enumerate(ops):
+        want = tuple(s + j * x for s, x in zip(start, d, strict=True))
+        if op.operands[0] is not src or op.attrs["start"] != want or \
+                op.attrs["step"] != first.attrs["step"]:
+            return None
+    stop = list(first.attrs["stop"])
+    stop[a] = start[a] + (m - 1) * d[a] + 1
+    step = list(first.attrs["step"])
+    step[a] = d[a]
+    return src, tuple(start), tuple(stop), tuple(step), a
+
 
 def build_rolled(prog: Program, loops: list[Steps]) -> Function:
     """``prog.fn`` with each of ``loops`` (left to right, not overlapping) rolled."""
@@ -215,32 +242,18 @@ class _Loop:
         """``vals`` as a strided view, when they are one-wide slices of one array at
         evenly spaced starts along one axis."""
         found = [self._producer(v) for v in vals]
-        ops = [op for op in found if op is not None and op.name == "slice"]
-        if len(ops) != len(vals):
+        ops = [op for op in found if op is not None]
+        view = strided_view(ops) if len(ops) == len(vals) else None
+        if view is None:
             return None
-        first = ops[0]
-        src, start = first.operands[0], first.attrs["start"]
-        d = [b - a for a, b in zip(start, ops[1].attrs["start"], strict=True)]
-        axes = [a for a, x in enumerate(d) if x]
-        if len(axes) != 1 or d[axes[0]] < 0 or first.result.shape[axes[0]] != 1:
-            return None
-        a, m = axes[0], len(vals)
-        for j, op in enumerate(ops):
-            want = tuple(s + j * x for s, x in zip(start, d, strict=True))
-            if op.operands[0] is not src or op.attrs["start"] != want or \
-                    op.attrs["step"] != first.attrs["step"]:
-                return None
-        stop = list(first.attrs["stop"])
-        stop[a] = start[a] + (m - 1) * d[a] + 1
-        step = list(first.attrs["step"])
-        step[a] = d[a]
+        src, start, stop, step, a = view
         v = src
-        if tuple(stop) != src.shape or any(start) or any(x != 1 for x in step):
-            v = self._emit("slice", [src], start=start, stop=tuple(stop), step=tuple(step))
+        if stop != src.shape or any(start) or any(x != 1 for x in step):
+            v = self._emit("slice", [src], start=start, stop=stop, step=step)
         if a:
             v = self._emit("transpose", [v], perm=(a,) + tuple(k for k in range(v.ndim)
                                                                 if k != a))
-        return self._emit("reshape", [v], shape=(m,) + vals[0].shape)
+        return self._emit("reshape", [v], shape=(len(vals),) + vals[0].shape)
 
     def _producer(self, v: Value) -> Op | None:
         if v in self.made:
