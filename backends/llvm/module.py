@@ -20,10 +20,8 @@ from .abi import ENTRY, ENTRY_OBJ, packed  # defined there for the loading side
 from .emit import EMITTERS
 from .loops import loop
 from .lower import FnGen, ModuleGen, Options
-from .pool import GEMM_TILES, QUIESCE_SYMBOL, RUN_SYMBOL
-from .pool import SYMBOL as POOL_SYMBOL
 from .target import ARRAY_ABI, Target
-from .types import I1, I8, I32, I64, PTR, VOID, declare, i64
+from .types import I1, I8, I32, I64, PTR, i64
 
 
 def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
@@ -40,22 +38,14 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
         slots = b.alloca(ir.ArrayType(PTR, nptr + 1))
         for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
             b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
-    tiles = any(name in mg.module.globals for name in GEMM_TILES.values())
-    if tiles or POOL_SYMBOL in mg.module.globals:  # the program may migrate (pool.py)
-        run = declare(mg.module, RUN_SYMBOL, I32, [PTR, PTR, I64])
-        rc = b.call(run, [main, slots, i64(options.threads)])
-    else:
-        rc = b.call(main, [slots])
-    if tiles:
-        # a helper may still read a revocable tile's operands (pool.py): not past here
-        b.call(declare(mg.module, QUIESCE_SYMBOL, VOID, []), [])
-    b.ret(rc)
+    b.ret(b.call(main, [slots]))
     _array_entry(mg, fn, entry, pack)
     mg.ws_bytes = ws  # type: ignore[attr-defined]
     return mg
 
 
-def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function, pack: bool) -> None:
+def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function, pack: bool = False
+                 ) -> None:
     """``i32 yota_main_arrays(PyArrayObject* in0, ..., out0, ..., ptr workspace)``: reads
     each array's data pointer itself (cheaper than any way Python has to get it) after
     checking that an input has the expected shape and is C-contiguous and aligned;
