@@ -5,6 +5,7 @@ explain. Cross-process behaviour is in test_cache_process.py."""
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import stat
@@ -39,8 +40,10 @@ W = np.linspace(0.5, -0.5, 8).reshape(4, 2)
 
 
 def fresh(f):
-    """A new function object with ``f``'s code: the in-memory cache cannot answer for it,
-    the on-disk cache can (same name, parameters and source lines)."""
+    """A new function object with ``f``'s code, the programs yota.grad keeps in memory for
+    that code dropped: only the on-disk cache can answer for it (same name, parameters and
+    source lines)."""
+    importlib.import_module("yota.grad").forget(f)
     return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__,
                               f.__closure__)
 

@@ -5,6 +5,7 @@ tests/cache_examples/measure_mlp.py."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import types
@@ -37,7 +38,9 @@ W = np.linspace(0.5, -0.5, 8).reshape(4, 2)
 
 
 def fresh(f):
-    """A new function object with ``f``'s code: only the on-disk cache knows it."""
+    """A new function object with ``f``'s code (the programs kept in memory for that code
+    dropped): only the on-disk cache knows it."""
+    importlib.import_module("yota.grad").forget(f)
     return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__,
                               f.__closure__)
 

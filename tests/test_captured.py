@@ -395,3 +395,14 @@ def test_readme_sharp_bits_run_as_doctests() -> None:
         warnings.simplefilter("ignore", yota.RetraceWarning)
         runner.run(test)
     assert runner.failures == 0
+
+
+def test_module_doctests() -> None:
+    import doctest
+
+    for name in ("reads", "captured", "guards", "gradients", "explain", "validate",
+                 "variants", "update"):
+        mod = importlib.import_module(f"yota.{name}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", yota.RetraceWarning)
+            assert doctest.testmod(mod, optionflags=doctest.ELLIPSIS).failed == 0, name

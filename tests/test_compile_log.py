@@ -7,6 +7,7 @@ against a clock."""
 from __future__ import annotations
 
 import doctest
+import importlib
 import logging
 import os
 import re
@@ -40,13 +41,15 @@ def _quiet_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def make_loss(name: str = "loss") -> Any:
-    """A new function object (so yota.grad compiles it afresh) named ``name``."""
+    """A new function object named ``name``, the programs yota.grad keeps in memory for
+    its code dropped (so yota.grad compiles it afresh)."""
     def loss(W: np.ndarray, x: np.ndarray) -> Any:
         h = x
         for _ in range(3):
             h = np.tanh(W @ h)
         return np.sum(h * h)
     loss.__name__ = loss.__qualname__ = name
+    importlib.import_module("yota.grad").forget(loss)
     return loss
 
 

@@ -23,6 +23,7 @@ import importlib
 import statistics
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -77,6 +78,7 @@ def cases() -> dict[str, tuple]:
 
 
 def main() -> None:
+    warnings.simplefilter("ignore", getattr(yota, "RetraceWarning", Warning))  # new signatures
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 2000
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 15
     cs = cases()

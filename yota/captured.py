@@ -27,6 +27,7 @@ captured value is ever silently stale. ``discover`` is bounded (``MAX_READS``,
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
 import types
@@ -190,7 +191,14 @@ class _Resolver:
         f = self.f
         selfp: Path | None = None
         fpath: Path = ()
-        if isinstance(f, types.MethodType):
+        given: dict[str, Path] = {}
+        if isinstance(f, functools.partial):  # its function, its stored arguments read
+            for name in ("args", "keywords"):
+                self.read(((("attr", name),)), getattr(f, name), None)
+            given = {k: (("attr", "keywords"), ("item", k)) for k in f.keywords}
+            func, fpath = f.func, (("attr", "func"),)
+            nargs += len(f.args)
+        elif isinstance(f, types.MethodType):
             func, selfp = f.__func__, (("self",),)
             nargs += 1
         elif isinstance(f, types.FunctionType):
@@ -201,7 +209,7 @@ class _Resolver:
             nargs += 1
         if not isinstance(func, types.FunctionType):
             return
-        bindings = _defaults(func, nargs)  # (a library function too: its closure counts)
+        bindings = {**_defaults(func, nargs), **given}  # (library code too: its closure)
         code = func.__code__
         if selfp is not None and code.co_argcount:
             bindings[code.co_varnames[0]] = selfp
@@ -640,8 +648,9 @@ def seen_value(mode: str, v: Any) -> Any:
     """What a read's check compares with, for value ``v``."""
     if mode == "array":
         return np.array(v, copy=True)
-    if mode == "shape":
-        return (type(v), len(v), tuple(v) if isinstance(v, dict) else None)
+    if mode == "shape":  # (the keys of a dict of at most MAX_ITEMS: in order)
+        keys = tuple(v) if isinstance(v, dict) and len(v) <= MAX_ITEMS else None
+        return (type(v), len(v), keys)
     if mode == "type":
         return type(v)
     if mode == "code":

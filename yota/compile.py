@@ -104,10 +104,13 @@ class CompiledFunction:
         if tracing.current_context() is not None:  # called inside a traced function
             return self._inline(args)
         if Program.run is not _PLAIN_RUN:  # a profile is active: this call's own time too
-            from .profile import front_end
-
-            return front_end("yota.compile", self.f or self, lambda: self._call(args))
+            return self._profiled(args)
         return self._call(args)
+
+    def _profiled(self, args: tuple[Any, ...]) -> Any:
+        from .profile import front_end  # (a closure in __call__ would cost every call)
+
+        return front_end("yota.compile", self.f or self, lambda: self._call(args))
 
     def _call(self, args: tuple[Any, ...]) -> Any:
         args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"

@@ -51,6 +51,28 @@ def variants_of(f: Any) -> dict[Any, Variants]:
     return {k: v for k, v in _static_cache.get(owner, {}).items() if k[-1] == method}
 
 
+def forget(f: Any = None) -> None:
+    """Drop the programs ``yota.grad`` keeps in memory for ``f`` (and for functions with
+    its code; without ``f``: all of them): the next call traces again, and the on-disk
+    cache may answer it (``yota.cache``).
+
+    >>> import numpy as np, yota
+    >>> f = lambda x: np.sum(x * x)
+    >>> _ = yota.grad(f, np.ones(2)); forget(f); programs_of(f)
+    []
+    """
+    if f is None:
+        _static_cache.clear()
+        for table in (_fast, *_FAST_BY_NAME.values(), *_FAST_WRT.values()):
+            table.clear()
+        return
+    owner, method = _owner_of(f)
+    for key in [k for k in _static_cache.get(owner, {}) if k[-1] == method]:
+        del _static_cache[owner][key]
+    for table in (_fast, *_FAST_BY_NAME.values(), *_FAST_WRT.values()):
+        table.pop(id(f), None)
+
+
 def programs_of(f: Any) -> list[Program]:
     """Every compiled program ``yota.grad`` keeps for ``f`` (all signatures), newest first
     per signature (for inspection: ``yota.explain(f)``)."""
@@ -151,12 +173,20 @@ def grad(f: Callable[..., Any], *args: Any, argnums: int | Sequence[int] | None 
                             optimize=optimize, cache=cache, has_aux=has_aux, argnums=wrt)
     opts = Options(dynamic, backend, optimize, cache, has_aux, wrt, checkpoint=checkpoint)
     if Program.run is not _PLAIN_RUN:  # a profile is active: yota.grad's own time too
-        from .profile import front_end
-
-        return front_end("yota.grad", f, lambda: run_grad(f, args, opts)[:2])
+        return _profiled(f, args, opts)
     value, grads, program = run_grad(f, args, opts)
     if table is not None and program is not None:
         _remember_fast(f, program, args, table)
+    return value, grads
+
+
+def _profiled(f: Callable[..., Any], args: tuple[Any, ...], opts: Options
+              ) -> tuple[Any, GradientResult]:
+    """``yota.grad`` while a profile is active, its own time recorded (``yota.profile``;
+    a function of its own: a closure in ``grad`` would cost every call its cells)."""
+    from .profile import front_end
+
+    value, grads = front_end("yota.grad", f, lambda: run_grad(f, args, opts)[:2])
     return value, grads
 
 

@@ -84,8 +84,15 @@ class Tangent:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{k}={_short(v)}" for k, v in self._fields.items())
+        inner = ", ".join(f"{k}={_field(v)}" for k, v in self._fields.items())
         return f"Tangent[{self._type.__name__}]({inner})"
+
+
+def _field(v: Any) -> str:
+    """A field of a Tangent: a small array as NumPy shows it, a large one by its type."""
+    if isinstance(v, np.ndarray) and v.size > 6:
+        return f"array({v.dtype}{list(v.shape)})"
+    return " ".join(repr(v).split())
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -134,15 +134,15 @@ class Program:
                                                 not same_function(f, traced)):
             return Stale("a new function object with the same code (its closure or "
                          "globals hold arrays that are not re-read at each call)")
-        if self.consts or self.tape.bound_consts or self.tape.held:
-            stale = self._held_stale()
-            if stale is not None:
-                return stale
         checker = self.checker if f is not None else self._without_function()
         got = checker(f)
         if isinstance(got, int):
             r = self.tape.reads[got]
             return Stale(f"{r.describe()} {changed(checker.reads[got], f)}", r)
+        if self.consts or self.tape.bound_consts or self.tape.held:
+            stale = self._held_stale()
+            if stale is not None:
+                return stale
         return got
 
     def _without_function(self) -> Checker:

@@ -140,7 +140,7 @@ class TraceContext:
             raise TraceError(f"an array of dtype {a.dtype} is used at {where()}; Yota "
                              "supports float32, float64, int32, int64 and bool: convert it")
         var = self.tape.new_var(TensorType(a.dtype, a.shape))
-        read = self.found.arrays.get(key) if self.found is not None else None
+        read = self._read_of(arr)
         if read is None and made_here(arr):  # np.arange(n) in the function: a constant
             entry = Entry("const", [var], value=a.copy())
         elif read is not None:  # found where the function reads it: that read is guarded
@@ -164,6 +164,17 @@ class TraceContext:
         self.arrays[key] = (arr, var)  # keeps arr alive so its id stays unique
         return var
 
+    def _read_of(self, arr: Any) -> Any:
+        """The read (``yota.captured``) that finds array ``arr`` or the array it views."""
+        if self.found is None:
+            return None
+        for _ in range(4):
+            read = self.found.arrays.get(id(arr))
+            if read is not None or arr is None:
+                return read
+            arr = getattr(arr, "base", None)
+        return None
+
     def source_input(self, read: Any, value: Any) -> Tracer:
         """The traced value standing for ``value``, which the function reads from outside
         its arguments at ``read`` (a ``yota.captured.Read``) and which the program reads
@@ -175,7 +186,7 @@ class TraceContext:
         self.tape.captured.append(entry)
         self.tape.add(entry)
         read.entry = entry
-        owner = f"the {read.kind} {read.text}, read from outside the function"
+        owner = f"an array from outside the function ({read.kind} {read.text})"
         return Tracer(self, var, value, store=Storage(const=False, owner=owner))
 
     def const_var(self, value: Any, weak: bool = False, made: Made | None = None) -> Var:

@@ -91,6 +91,8 @@ def squeeze_result(tape: Tape, has_aux: bool = False) -> None:
     """A loss that is an array of one element (``shape (1,)``, ``(1, 1)``...) is
     differentiated as its one value, as autograd does: the tape's result becomes that
     value (0-d; ``tape.value_shape`` keeps the shape the value is returned in)."""
+    if has_aux and not (isinstance(tape.result, (list, tuple)) and len(tape.result) == 2):
+        return  # (not a pair: an error that check_pair gives)
     r = tape.result[0] if has_aux else tape.result
     if not isinstance(r, Var) or r.type is None or r.type.ndim == 0 or r.type.size != 1 \
             or r.type.dtype.kind != "f":

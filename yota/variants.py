@@ -212,11 +212,15 @@ def describe_signature_change(old: Any, new: Any, argnames: list[str]) -> str:
 
 
 def _first_difference(a: Any, b: Any, where: str) -> str:
-    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == 3 and len(b) == 3 \
-            and a[0] == b[0] and a[1] == b[1] and not isinstance(a[0], str):
+    containers = isinstance(a, tuple) and isinstance(b, tuple) and len(a) == 3 and \
+        len(b) == 3 and isinstance(a[0], type) and a[0] is b[0]
+    if containers and a[1] == b[1]:
         for k, x, y in zip(a[1], a[2], b[2], strict=True):
             if x != y:
                 return _first_difference(x, y, f"{where}[{k!r}]")
+    if containers:
+        return (f"{where} has {len(b[1])} items (was {len(a[1])})" if len(a[1]) != len(b[1])
+                else f"{where} has keys {list(b[1])} (was {list(a[1])})")
     return f"{where} is {_leaf_text(b)} (was {_leaf_text(a)})"
 
 
