@@ -265,9 +265,9 @@ class LLVMExecutable:
     def _call_entry(self, entry: Any, args: list[int]) -> int:
         """``entry(*args)``, or for a packed entry ``entry(argv)`` (``abi.packed``)."""
         if not self._packed:
-            return entry(*args)  # type: ignore[no-any-return]
+            return entry(*args)
         argv = (ctypes.c_void_p * len(args))(*args)
-        return entry(ctypes.addressof(argv))  # type: ignore[no-any-return]
+        return entry(ctypes.addressof(argv))
 
     def _address(self, i: int, a: np.ndarray) -> int:
         ai = a.__array_interface__
