@@ -287,16 +287,14 @@ def test_nodes_use_the_values_of_their_call() -> None:
     np.testing.assert_allclose(J2.nodes()[1].value, [9.0, 36.0])
 
 
-# -- README -----------------------------------------------------------------------------------
-def test_readme_autograd_section_runs_as_doctests() -> None:
+# -- the manual's page ------------------------------------------------------------------------
+def test_manual_autograd_page_runs_as_doctests() -> None:
     import doctest
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    m = re.search(r"^## AutoGrad\.jl style\n(.*?)(?=^## )", readme, re.S | re.M)
-    assert m, "README.md has no '## AutoGrad.jl style' section"
-    text = re.sub(r"^```\w*$", "", m.group(1), flags=re.M)  # a fence ends an example
+    page = Path(__file__).parent.parent / "docs" / "guide" / "autograd.md"
+    text = re.sub(r"^```\w*$", "", page.read_text(), flags=re.M)  # a fence ends an example
     parser = doctest.DocTestParser()
-    test = parser.get_doctest(text, {}, "README AutoGrad.jl style", "README.md", 0)
+    test = parser.get_doctest(text, {}, "docs/guide/autograd.md", str(page), 0)
     assert len(test.examples) >= 10
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     runner.run(test)

@@ -441,11 +441,11 @@ def test_check_samples_large_leaves() -> None:
     assert re.search(r"m\.W1\s+f64\[4,8\]\s+4/32", out)
 
 
-# -- README ----------------------------------------------------------------------------------
-def test_readme_tape_listing_is_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
+# -- the manual ----------------------------------------------------------------------------------
+def test_manual_tape_listing_is_real_output(monkeypatch: pytest.MonkeyPatch) -> None:
     root = Path(__file__).parent.parent
-    readme = (root / "README.md").read_text()
-    m = re.search(r"^\$ yota-ir (tape [^\n]*)\n(.*?)\n```", readme, re.M | re.S)
-    assert m, "README.md has no `$ yota-ir tape ...` example"
+    page = (root / "docs" / "guide" / "inspecting.md").read_text()
+    m = re.search(r"^\$ yota-ir (tape [^\n]*)\n(.*?)\n```", page, re.M | re.S)
+    assert m, "docs/guide/inspecting.md has no `$ yota-ir tape ...` example"
     monkeypatch.chdir(root)
     assert ok(*shlex.split(m.group(1))) == m.group(2) + "\n"

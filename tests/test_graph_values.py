@@ -140,12 +140,12 @@ def test_cli_graph_values() -> None:
     assert r3.exit_code == 0 and "adjoint of" not in traced and "\ngrad " in traced
 
 
-def test_readme_values_graph_is_real_output(monkeypatch: Any) -> None:
+def test_manual_values_graph_is_real_output(monkeypatch: Any) -> None:
     root = Path(__file__).parent.parent
-    readme = (root / "README.md").read_text()
-    m = re.search(r"^\$ yota-ir (graph [^|\n]*--values[^|\n]*)\|[^\n]*\n(.*?)\n```", readme,
+    page = (root / "docs" / "guide" / "inspecting.md").read_text()
+    m = re.search(r"^\$ yota-ir (graph [^|\n]*--values[^|\n]*)\|[^\n]*\n(.*?)\n```", page,
                   re.M | re.S)
-    assert m, "README.md has no `$ yota-ir graph ... --values` example"
+    assert m, "docs/guide/inspecting.md has no `$ yota-ir graph ... --values` example"
     monkeypatch.chdir(root)
     r = CliRunner().invoke(cli.main, m.group(1).split())
     assert r.exit_code == 0, r.output

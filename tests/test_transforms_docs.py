@@ -1,5 +1,5 @@
-"""The transformations' documentation runs: the README section's examples and the
-docstring examples of their modules."""
+"""The transformations' documentation runs: the manual page's examples
+(docs/guide/transformations.md) and the docstring examples of their modules."""
 
 from __future__ import annotations
 
@@ -19,13 +19,11 @@ def test_docstring_examples(name: str) -> None:
     assert doctest.testmod(importlib.import_module(name)).failed == 0
 
 
-def test_readme_section_runs_as_doctests() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    m = re.search(r"^## Transformations beyond grad.*?\n(.*?)(?=^## )", readme, re.S | re.M)
-    assert m, "README.md has no '## Transformations beyond grad' section"
-    text = re.sub(r"^```\w*$", "", m.group(1), flags=re.M)
-    test = doctest.DocTestParser().get_doctest(text, {}, "README transformations",
-                                               "README.md", 0)
+def test_manual_page_runs_as_doctests() -> None:
+    page = Path(__file__).parent.parent / "docs" / "guide" / "transformations.md"
+    text = re.sub(r"^```\w*$", "", page.read_text(), flags=re.M)
+    test = doctest.DocTestParser().get_doctest(text, {}, "docs/guide/transformations.md",
+                                               str(page), 0)
     assert len(test.examples) >= 8
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     runner.run(test)

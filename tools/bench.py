@@ -1068,6 +1068,14 @@ def machine_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def run_meta(argv: Sequence[str], tool: str) -> dict[str, Any]:
+    """The date, machine, cores, command line and load of a run of ``tool`` (for the JSON
+    of bench_compile.py and bench_transforms.py; docs/hooks/performance.py shows it)."""
+    return {"date": datetime.date.today().isoformat(), "machine": machine_name(),
+            "cores": os.cpu_count(), "command": shlex.join(["python", tool, *argv]),
+            "load_start": _load()}
+
+
 def markdown(report: dict[str, Any]) -> str:
     meta, lim = report["meta"], report["limits"]
     systems = meta["systems"]

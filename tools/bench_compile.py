@@ -158,6 +158,10 @@ def run(system: str, name: str, size: int, steps: int, timeout: float) -> dict[s
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
 
 
+def _load() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+
+
 # -- the table ------------------------------------------------------------------------------------
 def fmt(s: float | None) -> str:
     if s is None:
@@ -201,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
           "JAX first call (lax.scan) | Yota step | JAX step |")
     print("|---|---|---|---|---|---|---|---|")
     results: dict[str, Any] = {}
+    load_start = _load()
     for name, ns in sizes.items():
         pts = []
         for n in ns:
@@ -215,8 +220,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {name} | slope | log-log, first call against ops traced: {k:.2f} "
                   "| | | | | |")
     if a.json:
+        from bench import run_meta
+
+        meta = run_meta(sys.argv[1:] if argv is None else argv, "tools/bench_compile.py")
         with open(a.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+            json.dump({"meta": {**meta, "load_start": load_start, "load_end": _load()},
+                       "results": results}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     results = []
+    import bench
+
+    meta = bench.run_meta(sys.argv[1:] if argv is None else argv, "tools/bench_transforms.py")
     for name in args.only.split(","):
         case = CASES[name]()
         print(f"{name}...", file=sys.stderr)
@@ -221,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
               file=sys.stderr)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1, default=float)
+            json.dump({"meta": {**meta, "load_end": bench._load()}, "results": results}, fh,
+                      indent=1, default=float)
 
 
 if __name__ == "__main__":
