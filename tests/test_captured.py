@@ -406,3 +406,28 @@ def test_module_doctests() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", yota.RetraceWarning)
             assert doctest.testmod(mod, optionflags=doctest.ELLIPSIS).failed == 0, name
+
+
+PRIM_SCALE = 2.0
+
+
+@yota.primitive
+def _scaled(x: Any) -> Any:
+    return x * PRIM_SCALE
+
+
+@yota.diffrule(_scaled, "x")
+def _(x: Any, *, y: Any, dy: Any) -> Any:
+    return dy * PRIM_SCALE
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_primitives_body_reading_a_global_is_guarded(backend: str) -> None:
+    f = lambda x: np.sum(_scaled(x))  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", yota.RetraceWarning)
+        for v in (2.0, 3.0, 4.0, 5.0):  # traced apart: guarded, never promoted
+            _set("PRIM_SCALE", v)
+            val, g = yota.grad(f, np.ones(2), backend=backend)
+            assert float(val) == 2 * v and np.all(g[0] == v)
+    _set("PRIM_SCALE", 2.0)

@@ -73,6 +73,7 @@ class Read:
     entry: Any = None  # the tape's captured entry of an input
     kind: str = "global"  # what the path starts at: global, closure, self, default
     anchor: Any = None  # (object, rest of the path): the read without the function
+    promotable: bool = True  # False in a primitive's body (traced apart: never an input)
 
     def describe(self) -> str:
         """``global cfg['lam'] read at model.py:12``."""
@@ -185,6 +186,7 @@ class _Resolver:
         self.found = Found()
         self.visited: set[Any] = set()
         self.walked: set[Path] = set()
+        self.guard_only = 0  # inside a primitive's body: traced apart, nothing substituted
 
     # entry points
     def start(self, nargs: int) -> None:
@@ -293,7 +295,8 @@ class _Resolver:
             return
         if structs.is_traced(value) or _is_rng(value):
             return
-        mode, kids = _classify(value, self.policy, path)
+        policy = self.policy if not self.guard_only else Policy(substitute=False)
+        mode, kids = _classify(value, policy, path)
         if mode == "code":  # a function: the same code, and what it reads, guarded
             reads.setdefault(path, Read(path, path_text(path), loc, mode, kind=_root_kind(path)))
             self.analyze(value, path, {})
@@ -304,7 +307,8 @@ class _Resolver:
                 names = target.__code__.co_varnames[:1]
                 self.analyze(target, fpath, dict(zip(names, [selfp], strict=False)))
         if path not in reads:
-            reads[path] = Read(path, path_text(path), loc, mode, kind=_root_kind(path))
+            reads[path] = Read(path, path_text(path), loc, mode, kind=_root_kind(path),
+                               promotable=not self.guard_only)
             if isinstance(value, np.ndarray):
                 self.found.arrays[id(value)] = reads[path]
         if shallow or kids is None:
@@ -325,6 +329,7 @@ class _Resolver:
         if target is None:  # a library callable: guarded by identity; its arguments read
             self._library_call(path, value, loc)
             self._arguments(use, func, fpath, bindings, loc)
+            self._wrapped(path, value)
             return
         if isinstance(value, types.FunctionType):
             self.read(path, value, loc)
@@ -342,6 +347,17 @@ class _Resolver:
                 bound[name] = p
         bound.update({k: p for k, p in kwargs.items() if p is not None and k in names})
         self.analyze(target, calledp, bound)
+
+    def _wrapped(self, path: Path, value: Any) -> None:
+        """A wrapper of a user function (``@yota.primitive``, ``functools.wraps``): the
+        function's reads too, guarded only (a primitive's body is traced apart, later)."""
+        inner = getattr(value, "__wrapped__", None)
+        if isinstance(inner, types.FunctionType) and _user_code(inner):
+            self.guard_only += 1
+            try:
+                self.analyze(inner, path + (("attr", "__wrapped__"),), {})
+            finally:
+                self.guard_only -= 1
 
     def _arguments(self, use: Use, func: types.FunctionType, fpath: Path,
                    bindings: dict[str, Path], loc: Loc) -> None:
@@ -401,7 +417,8 @@ def _static_step(value: Any, s: Step) -> Any:
     except AttributeError:
         return _NOT_FOLLOWED
     if isinstance(attr, (staticmethod, classmethod)) or type(attr).__name__ in (
-            "member_descriptor", "getset_descriptor"):
+            "member_descriptor", "getset_descriptor", "method_descriptor",
+            "classmethod_descriptor", "wrapper_descriptor"):  # (no user code runs)
         return getattr(value, name, _NOT_FOLLOWED)
     if isinstance(attr, types.FunctionType):
         return attr if isinstance(value, type) else types.MethodType(attr, value)

@@ -21,7 +21,7 @@ from yota.ir.errors import YotaError
 from .primitives import EXAMPLES, Primitive, primitive_key
 
 _RULES: dict[str, dict[str, Callable[..., Any]]] = {}
-_TRACED: dict[tuple[Any, ...], Function] = {}
+_TRACED: dict[tuple[Any, ...], tuple[Function, Any]] = {}  # IR, and what the rule read
 
 
 def _key_of(fn: Any, what: str) -> tuple[str, list[str]]:
@@ -93,8 +93,9 @@ def _traced_rule(key: str, name: str, rule: Callable[..., Any], op: Op,
 
     types = tuple(v.type for v in (*op.operands, *op.results))
     cache_key = (key, name, types, callee.attrs.get("kwargs"))
-    if cache_key in _TRACED:
-        return _TRACED[cache_key]
+    known = _TRACED.get(cache_key)
+    if known is not None and isinstance(known[1](None), list):  # what it read still holds
+        return known[0]
     argnames = [str(a) for a in callee.attrs["argnames"]]
     kwargs = dict(callee.attrs.get("kwargs", ()))
     n_in, n_out = len(op.operands), len(op.results)
@@ -120,8 +121,15 @@ def _traced_rule(key: str, name: str, rule: Callable[..., Any], op: Op,
     tape.argnames = [*argnames, *(["y"] if n_out == 1 else [f"y{i}" for i in range(n_out)]),
                      *(["dy"] if n_out == 1 else [f"dy{i}" for i in range(n_out)])]
     g = to_ir(tape, f"rule_{name}")
-    _TRACED[cache_key] = g
+    _TRACED[cache_key] = (g, _reads_check(tape))
     return g
+
+
+def _reads_check(tape: Any) -> Callable[[Any], Any]:
+    """The check that what a rule read from outside (a global...) is as it was traced."""
+    from .guards import Checker, anchored
+
+    return Checker(anchored(tape.reads), [])
 
 
 def _inline(b: Builder, g: Function, args: Sequence[Value]) -> list[Value]:

@@ -162,6 +162,8 @@ _WARNED: weakref.WeakKeyDictionary[Any, set[Any]] = weakref.WeakKeyDictionary()
 def _promotable(read: Any) -> bool:
     import numpy as np
 
+    if not read.promotable:
+        return False
     v = read.value
     if read.mode == "array":
         return True
