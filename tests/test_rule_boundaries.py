@@ -1,7 +1,7 @@
 """Gradients at the degenerate points of the rules: where a function is not differentiable
 or a formula would divide 0 by 0. Each value is the one-sided derivative where that is
 the mathematical answer (checked against one-sided finite differences), or the documented
-subgradient (README, "Gradients at degenerate points"):
+subgradient (docs/guide/semantics.md, "Gradients at degenerate points"):
 
 =======================  ==========================  ==============================
 point                    Yota                        JAX / PyTorch
