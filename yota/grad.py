@@ -226,10 +226,10 @@ def _remember_fast(f: Any, program: Program, args: Sequence[Any], table: _Fast) 
     except TypeError:  # not weakly referenceable: no fast path
         return
     if program.fast is None:  # per function: programs are shared by functions of one code
-        program.fast = {}
-    fast = program.fast.get(ref)
+        program.fast = weakref.WeakKeyDictionary()  # (a lambda made per call: gone with it)
+    fast = program.fast.get(f)
     if fast is None:
-        fast = program.fast[ref] = _deferred(program, args, ref, table)
+        fast = program.fast[f] = _deferred(program, args, ref, table)
     if fast is False:
         return
     table[id(f)] = (ref, fast, program)
@@ -255,7 +255,7 @@ def _deferred(program: Program, args: Sequence[Any], ref: weakref.ref[Any],
         except TraceError:
             return None
         made = _make_fast(program, now, ref)
-        program.fast[ref] = made if made is not None else False
+        program.fast[f] = made if made is not None else False
         known = table.get(id(f))
         if known is not None and known[2] is program:  # (else already replaced)
             if made is None:

@@ -106,7 +106,7 @@ class Variants:
             cause, key = first, ("signature",) if first != "first trace" else None
         else:
             cause, key = self._cause(f, *self.failures[0])
-        self.causes.append(cause)
+        self.causes = [*self.causes[-31:], cause]  # (the last 32)
         log.info("yota: %s: tracing %s again: %s", what, _name(f), cause)
         if key is not None:
             self._warn(f, what, cause, key)
