@@ -1,15 +1,16 @@
-"""Yota's pool scheduling against its jobs alone, beside busy processes, in one process.
+"""Yota's pool against its jobs on the calling thread alone, beside busy processes, in one
+process.
 
     python tools/pool_ab.py W3 --load 2 --seconds 20 [--jax]
 
-Runs one workload of ``tools/bench.py`` as Yota's gradient three times over, with the
-pool's own scheduling ("yota"), with the program fixed to its calling thread
-("yota-fixed": ``pool.fiber_mode(2)``, no migrating programs) and with every job on the
-calling thread ("yota-alone": ``pool.back_off``), and optionally JAX's, in interleaved samples of 5 calls while
+Runs one workload of ``tools/bench.py`` as Yota's gradient twice over, with the pool
+("yota": ``num_threads()`` threads per job) and with every job on the calling thread
+("yota-alone": the same compiled program under ``pool.set_num_threads(1)``, its tiled
+GEMMs then whole calls), and optionally JAX's, in interleaved samples of 5 calls while
 ``--load`` busy processes run (``bench.BusyLoad``); each sample starts once the process
 rests (``bench.settle``). Prints the median wall and CPU (``process_time``) time per
 call of each, and the pool's counters over the run (``pool.stats()``). An A/B tool for
-the pool's scheduling; the README's tables come from ``tools/bench.py``.
+the pool; the README's tables come from ``tools/bench.py``.
 
 ``--threads S`` then runs each system back to back for S seconds beside the same load
 and prints, per thread of the process that ran, the time it ran, the time it waited
@@ -63,8 +64,8 @@ def main() -> None:
     w = found[0]
     inputs = w.make(np.random.default_rng(0))
     step, _ = bench.prepare_yota("llvm")(yota, w, inputs)
-    steps = {"yota": step, "yota-fixed": step, "yota-alone": step}
-    settings = {"yota-fixed": (0, 2), "yota-alone": (1 << 40, 0)}  # back-off, fiber mode
+    steps = {"yota": step, "yota-alone": step}
+    threads = {"yota-alone": 1}  # set_num_threads per system; default: the setting
     if args.jax:
         steps["jax"] = bench.prepare_jax(bench.load_jax(), w, inputs)[0]
     for s in steps.values():
@@ -72,6 +73,7 @@ def main() -> None:
         s()
     wall: dict[str, list[float]] = {k: [] for k in steps}
     cpu: dict[str, list[float]] = {k: [] for k in steps}
+    default = pool.num_threads()
     before = pool.stats()
     with bench.BusyLoad(args.load):
         time.sleep(0.5)
@@ -81,14 +83,14 @@ def main() -> None:
             names = list(steps)
             for name in names[r % len(names):] + names[:r % len(names)]:
                 bench.settle(0.25)
-                _use(pool, settings.get(name, (0, 0)))
+                pool.set_num_threads(threads.get(name, default))
                 t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(5):
                     steps[name]()
                 wall[name].append((time.perf_counter() - t0) / 5)
                 cpu[name].append((time.process_time() - c0) / 5)
             r += 1
-    _use(pool, (0, 0))
+    pool.set_num_threads(default)
     after = pool.stats()
     for name in steps:
         print(f"{w.name} {name:11s} {statistics.median(wall[name]) * 1e3:7.2f} ms per call "
@@ -98,15 +100,9 @@ def main() -> None:
         for name in steps:
             with bench.BusyLoad(args.load):
                 time.sleep(0.5)
-                _use(pool, settings.get(name, (0, 0)))
+                pool.set_num_threads(threads.get(name, default))
                 _thread_account(name, steps[name], args.threads)
-                _use(pool, (0, 0))
-
-
-def _use(pool: Any, setting: tuple[int, int]) -> None:
-    """The pool's back-off (jobs alone) and migrating-program mode for the next calls."""
-    pool.back_off(setting[0])
-    pool.fiber_mode(setting[1])
+                pool.set_num_threads(default)
 
 
 def _schedstat() -> dict[tuple[str, str], tuple[int, int, int]]:

@@ -3,7 +3,9 @@
 A refactor of ``backends/`` should not change the code it generates. ``dump`` writes, for
 a fixed set of programs, the unoptimized LLVM module text of the llvm backend and the
 CUDA C module plus the lowered steps of the cuda backend (both need no GPU) into a
-directory, one file per program and backend; ``compare`` diffs two such directories.
+directory, one file per program and backend, and the LLVM IR of the llvm backend's
+runtime modules (its fork-join pool, for each target triple the pool supports and one
+it does not, with and without the tiled GEMMs); ``compare`` diffs two such directories.
 
     python tools/process_replay.py dump /tmp/replay-before      # on the old code
     python tools/process_replay.py dump /tmp/replay-after       # on the new code
@@ -102,6 +104,18 @@ def _cuda(fn: object) -> str:
 
 
 BACKENDS: dict[str, Callable[[object], str]] = {"llvm": _llvm, "cuda": _cuda}
+POOL_TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64-apple-darwin")
+
+
+def runtime_modules() -> Iterator[tuple[str, str]]:
+    """(label, LLVM IR) of the llvm backend's runtime modules: the pool (``pool._ir``)
+    for each of ``POOL_TRIPLES``, without BLAS, with BLAS unsplit and with tiled GEMMs."""
+    from yota.backends.llvm import pool
+
+    for triple in POOL_TRIPLES:
+        for blas, tiles in ((False, False), (True, False), (True, True)):
+            label = f"pool/{triple}{'_blas' if blas else ''}{'_tiles' if tiles else ''}"
+            yield label, pool._ir(triple, blas, tiles)
 
 
 def dump(out: Path, n_random: int) -> int:
@@ -121,6 +135,11 @@ def dump(out: Path, n_random: int) -> int:
                 text = f"!! {type(e).__name__}: {e}\n"
             path.write_text(text)
             count += 1
+    for label, text in runtime_modules():
+        path = out / "llvm_runtime" / f"{label}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        count += 1
     print(f"{count} files written to {out}")
     return 0
 

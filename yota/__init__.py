@@ -87,6 +87,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "jacobian": ("yota.jacobians", "jacobian"),  # whole Jacobians, fwd or rev, one program
     "hessian": ("yota.jacobians", "hessian"),
     "vmap": ("yota.vmapping", "vmap"),  # batching: per-example programs as one
+    # the native backend's threads per job (default: YOTA_NUM_THREADS, else the cores)
+    "set_num_threads": ("yota.backends.llvm.pool", "set_num_threads"),
+    "num_threads": ("yota.backends.llvm.pool", "num_threads"),
 }
 # submodules named like the function they define: the package attribute is the function
 _SHADOWED = {name for name, (mod, attr) in _LAZY.items() if mod == f"yota.{name}" and attr}
@@ -130,5 +133,5 @@ __all__ = [
     "YotaError", "Tape", "primitive", "trace", "to_ir", "grad", "GradientResult", "stats",
     "CompiledFunction", "compile", "play", "check_rule", "diffrule", "nodiff", "simplegrad",
     "update_", "to_device", "cache", "distributed", "aot", "explain", "profile", "Profile",
-    "graph", "Graph", "autograd", "Tangent", "RetraceWarning",
+    "graph", "Graph", "autograd", "Tangent", "RetraceWarning", "set_num_threads", "num_threads",
 ]

@@ -99,8 +99,9 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
             opt_level: int = 3, profile: bool = False) -> LLVMExecutable:
     """Compile ``fn`` (and its callees and kernels) to native code.
 
-    ``threads``: the most threads one kernel is split over (default: the cores this
-    process may use, at most 8); ``par_work``: the estimated work (element-operations)
+    ``threads``: the most threads one kernel is split over (default:
+    ``pool.num_threads()``: ``YOTA_NUM_THREADS``, ``set_num_threads``, else the cores
+    this process may use, at most 8); ``par_work``: the estimated work (element-operations)
     above which a kernel is split (default ``PAR_WORK``); ``profile``: the profiled
     variant (a ``ProfiledExecutable`` timing each step, for ``yota.profile``).
     """
@@ -156,8 +157,15 @@ def bind_callback() -> None:
 def _options(threads: int | None, par_work: float | None = None) -> Options:
     from .lower import Options
 
-    return Options(threads=host().threads if threads is None else max(1, int(threads)),
+    return Options(threads=_threads(threads),
                    par_work=PAR_WORK if par_work is None else float(par_work))
+
+
+def _threads(threads: int | None) -> int:
+    """The ``threads`` option: as given, else the pool's setting (``pool.num_threads``)."""
+    from .pool import num_threads
+
+    return num_threads() if threads is None else max(1, int(threads))
 
 
 def llvm_ir(fn: Function, optimized: bool = False, *, threads: int | None = None) -> str:
@@ -200,7 +208,7 @@ def target_key() -> dict[str, Any]:
 def options_key(threads: int | None = None, par_work: float | None = None,
                 opt_level: int = 3) -> dict[str, Any]:
     """The options ``compile(fn, threads=..., par_work=..., opt_level=...)`` runs with."""
-    return {"threads": host().threads if threads is None else max(1, int(threads)),
+    return {"threads": _threads(threads),
             "par_work": PAR_WORK if par_work is None else float(par_work),
             "opt_level": opt_level}
 

@@ -22,3 +22,14 @@ def packed(nptr: int) -> bool:
     the workspace."""
     return nptr > MAX_CALL_ARGS
 PAR_WORK = 2e6  # kernel work (element-operations) above which a kernel is split
+
+# The fork-join pool (``pool.py`` loads it, ``pool_ir.py`` builds it): generated code
+# calls ``void yota_parallel(void (*chunks)(ptr ctx, i64 slot), ptr ctx, i64 nslots)``
+# and, for large products, the tiled GEMMs: CBLAS's arguments, then TILE_EXTRA more
+# (nbatch, the batch strides of A, B and C, axis, step, nslots; emit.py passes them).
+POOL_SYMBOL = "yota_parallel"
+POOL_THREADS = "yota_pool_threads"  # void (i64 n): the most threads a job may use
+POOL_RESET = "yota_pool_reset"  # void (): in a fork()ed child
+POOL_STATS = "yota_pool_stats"  # void (i64 *out): pool.STATS
+GEMM_TILES = {"float32": "yota_sgemm_tiles", "float64": "yota_dgemm_tiles"}
+TILE_EXTRA = 7
