@@ -5,7 +5,7 @@ JSON file ``docs/data/FILE`` and a plot drawn by matplotlib while the site build
 
 - ``bench FILE``: a ``tools/bench.py --json`` report (the run's machine, command and load;
   the median per workload and system; the time of each over the physical bound, plotted);
-- ``load QUIET LOADED``: two such reports, Yota's median over JAX's in each, plotted;
+- ``load PLAIN LOADED``: two such reports (without and with ``--load``), Yota's median over JAX's in each, plotted;
 - ``compile FILE``: ``tools/bench_compile.py --json`` (first call against program size);
 - ``transforms FILE``: ``tools/bench_transforms.py --json`` (Yota against JAX).
 
@@ -100,11 +100,12 @@ def bench_plot(report: dict[str, Any]) -> Any:
 
 def load_markdown(quiet: dict[str, Any], loaded: dict[str, Any], image: str) -> str:
     rq, rl = _ratios(quiet), _ratios(loaded)
-    rows = ["| workload | Yota / JAX, quiet | Yota / JAX, with `--load` |", "|---|---:|---:|"]
+    rows = ["| workload | Yota / JAX, without `--load` | Yota / JAX, with `--load` |",
+            "|---|---:|---:|"]
     for w in rq.keys() | rl.keys():
         rows.append(f"| {w} | {_num(rq.get(w))} | {_num(rl.get(w))} |")
     rows[2:] = sorted(rows[2:], key=_workload_order)
-    return (f"Quiet: {_meta_line(quiet['meta'])}With load: {_meta_line(loaded['meta'])}"
+    return (f"Without load: {_meta_line(quiet['meta'])}With load: {_meta_line(loaded['meta'])}"
             + "\n".join(rows) + f"\n\n![Yota over JAX]({image})\n")
 
 
@@ -132,7 +133,7 @@ def _ratios(report: dict[str, Any]) -> dict[str, float]:
 def load_plot(quiet: dict[str, Any], loaded: dict[str, Any]) -> Any:
     rq, rl = _ratios(quiet), _ratios(loaded)
     names = sorted(rq.keys() | rl.keys(), key=lambda n: _workload_order(f"|{n}|"))
-    series = {"quiet": rq, "with --load": rl}
+    series = {"without --load": rq, "with --load": rl}
     return _bars(names, list(series), lambda w, s: series[s].get(w),
                  "Yota's median / JAX's (below 1: Yota faster)", False, line=1.0)
 
