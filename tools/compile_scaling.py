@@ -100,11 +100,14 @@ def first_call(n_ops: int, seed: int = 0) -> tuple[dict[str, float], dict[str, i
     """A first ``yota.grad`` call (on-disk cache off) on the problem of about ``n_ops``
     traced ops: (phase -> seconds, as ``yota.phases`` recorded them, plus ``cpu``: the
     process's CPU seconds for the call; sizes)."""
+    import warnings
+
     import yota
     from yota import phases
 
     loss, params, x = make_problem(n_ops, seed)
     gc.collect()
+    warnings.simplefilter("ignore", yota.RetraceWarning)  # (each size is a new program)
     cpu = time.process_time()
     yota.grad(loss, params, x)
     cpu = time.process_time() - cpu
