@@ -165,6 +165,20 @@ def test_every_stage_at_most_doubles_its_work_when_the_program_doubles(family: s
     assert all(r > 1.2 for s, r in ratios.items() if small[s] > 20_000), ratios  # real work
 
 
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_rolling_at_most_doubles_its_work_when_the_program_doubles(family: str) -> None:
+    """``roll`` looks for repeats at every position (candidate periods from the next
+    equal op and the next equal run, each compared by prefix hashes): linear, with a
+    constant that settles once the program is long enough to offer each position all its
+    candidates, hence the larger sizes. (Repeated steps: tests/test_loops.py.)"""
+    from yota.ir.passes import PassContext
+    from yota.ir.passes.roll import roll
+
+    make, n = FAMILIES[family]
+    (_, small), (_, big) = (count_lines(roll, make(k * n), PassContext()) for k in (32, 64))
+    assert big / small <= RATIO, f"{family}: {small} -> {big} lines for twice the program"
+
+
 def grouping_work(fn: Function) -> tuple[int, int]:
     """(ops, fusion's cycle-check work) for ``fn``'s gradient, optimized up to fusion."""
     g = vjp(fn, [i for i, v in enumerate(fn.inputs) if v.dtype.kind == "f"])

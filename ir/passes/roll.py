@@ -51,7 +51,7 @@ _BASE = 1_000_003
 
 class _Hashes:
     """Prefix hashes of a sequence of ints: ``lce(i, j)``, the length of the longest
-    common run starting at ``i`` and at ``j``, in O(log n)."""
+    common run starting at ``i`` and at ``j``, in O(log lce)."""
 
     def __init__(self, xs: list[int]) -> None:
         n = len(xs)
@@ -69,7 +69,11 @@ class _Hashes:
     _get = window
 
     def lce(self, i: int, j: int) -> int:
-        lo, hi = 0, self.n - max(i, j)
+        """Galloping then bisecting: O(log lce), short where the runs differ soon."""
+        top, lo, step = self.n - max(i, j), 0, 1
+        while lo + step <= top and self._get(i, lo + step) == self._get(j, lo + step):
+            lo, step = lo + step, step * 2
+        hi = min(lo + step, top + 1) - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if self._get(i, mid) == self._get(j, mid):
@@ -145,13 +149,17 @@ def _loop_at(prog: Program, hashes: _Hashes, nexts: tuple[list[int], ...], i: in
                           reverse=True):
         st = Steps(prog, i, p, m)
         steps = st.check()
-        if steps >= 2 and (steps - 1) * _work(prog, st) >= min_saved:
-            if steps < m:  # its roles, without the step that failed
-                st = Steps(prog, i, p, steps)
-                st.check()
-            if _writes_only_written(prog, st, uses) and _stacks_fit(prog, st):
-                return st
-        failed_until[p] = i + p
+        if steps < 2:
+            failed_until[p] = i + p
+            continue
+        if steps < m:  # its roles, without the step that failed
+            st = Steps(prog, i, p, steps)
+            st.check()
+        if (steps - 1) * _work(prog, st) >= min_saved and \
+                _writes_only_written(prog, st, uses) and _stacks_fit(prog, st):
+            return st
+        # steps that check but are not worth a loop: a later start in them is no better
+        failed_until[p] = i + steps * p
     return None
 
 
