@@ -282,9 +282,10 @@ def test_cli_profile_prints_the_table_and_writes_a_trace(tmp_path: Path) -> None
     assert "2 calls of 1 program (interp)" in lines[0]
     more = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("..."))
     rows = lines[2:more]  # after the title and the header
-    # --top 2: two rows; the largest step (the fused add and sum, about four times any
-    # other) first. Which step is second depends on timings a few microseconds apart.
-    assert len(rows) == 2 and "model.py:13" in rows[0], rows
+    # --top 2: the two largest rows, largest first (which two depends on timings a few
+    # microseconds apart: the fused add and sum, the call's own overhead...)
+    shares = [float(next(w for w in row.split() if w.endswith("%"))[:-1]) for row in rows]
+    assert len(rows) == 2 and shares[0] >= shares[1], rows
     assert "more rows" in r.stdout and "backward" not in r.stdout  # --forward
 
 
