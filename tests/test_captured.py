@@ -279,6 +279,29 @@ def test_closures_with_other_values_are_other_variants() -> None:
             assert float(yota.grad(make(c), x)[0]) == 2 * c
 
 
+def test_a_called_closures_cells_read_only_by_builtins_are_guarded() -> None:
+    """A function reached through a closure (``outer(inner)``) is guarded by its code and
+    its cells: a cell passed only to a builtin (``range(n)``, ``getattr(np, name)``) is
+    read too (its program was silently reused when only the cell differed)."""
+    def inner(n: int, name: str) -> Callable[..., Any]:
+        def f(x: Any) -> Any:
+            s = getattr(np, name)(x[0])
+            for i in range(n):
+                s = s + x[i]
+            return s
+        return f
+
+    def outer(f: Callable[..., Any]) -> Callable[..., Any]:
+        return lambda x: f(x) * 2.0
+
+    x = np.arange(1.0, 5.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", yota.RetraceWarning)
+        for n, name in ((1, "sin"), (3, "sin"), (3, "cos"), (2, "exp")):
+            f = outer(inner(n, name))
+            assert float(yota.grad(f, x)[0]) == pytest.approx(f(x), rel=1e-12), (n, name)
+
+
 def test_a_function_holding_arrays_it_does_not_reread_is_not_shared() -> None:
     def make(w: np.ndarray) -> Callable[..., Any]:
         return lambda x: np.sum(x * w[np.array([0, 1])])  # w reached through the cell

@@ -216,10 +216,6 @@ class _Resolver:
         if selfp is not None and code.co_argcount:
             bindings[code.co_varnames[0]] = selfp
         self.analyze(func, fpath, bindings)
-        loc = Loc(code.co_filename, code.co_firstlineno, code.co_name)
-        for i, name in enumerate(code.co_freevars):  # each is used by the code, somehow
-            for path, value, _ in self._walk(fpath + (("cell", i, name),), ()):
-                self.read(path, value, loc)
 
     def analyze(self, func: types.FunctionType, fpath: Path, bindings: dict[str, Path]
                 ) -> None:
@@ -228,6 +224,10 @@ class _Resolver:
             return
         self.visited.add(key)
         code = func.__code__
+        loc = Loc(code.co_filename, code.co_firstlineno, code.co_name)
+        for i, name in enumerate(code.co_freevars):  # each is used by the code, somehow
+            for path, value, _ in self._walk(fpath + (("cell", i, name),), ()):  # (range(n),
+                self.read(path, value, loc)  # getattr(np, name): builtins' arguments too)
         for use in code_uses(code):
             base = self._base(use.chain[0], func, fpath, bindings)
             if base is None:
