@@ -1,9 +1,9 @@
-"""tools/bench.py stays runnable: a quick run of every workload, its JSON and Markdown, the
-hand-written baseline gradients, and how missing, failing and wrong systems are reported."""
+"""tools/bench.py (the package tools/bench/) stays runnable: a quick run of every
+workload, its JSON and Markdown, the hand-written baseline gradients, and how missing,
+failing and wrong systems are reported."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -11,20 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from bench import cli, systems
+from bench.check import tolerance
+from bench.workloads import workloads
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "tools" / "bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench"] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
 QUICK = ["--quick", "--budget", "0.02"]
 NAMES = ["W1-f64", "W1-f32", "W2-1e3", "W2-1e4", "W3", "W4-f64", "W4-f32", "W5", "W6", "W7", "W8", "W9",
          "W10"]
@@ -37,7 +27,7 @@ def _results(report: dict[str, Any], workload: str) -> dict[str, dict[str, Any]]
 
 def test_quick_run_of_yota_and_numpy_writes_json_and_markdown(tmp_path: Path) -> None:
     js, md = tmp_path / "bench.json", tmp_path / "bench.md"
-    report = bench.run([*QUICK, "--systems", "numpy,yota", "--json", str(js), "--md", str(md)])
+    report = cli.run([*QUICK, "--systems", "numpy,yota", "--json", str(js), "--md", str(md)])
     data = json.loads(js.read_text())
     assert [w["name"] for w in data["workloads"]] == NAMES
     assert data["limits"]["bandwidth_Bps"] > 0 and data["limits"]["flops"]["float32"] > 0
@@ -53,7 +43,7 @@ def test_quick_run_of_yota_and_numpy_writes_json_and_markdown(tmp_path: Path) ->
                 continue
             assert r["q1_s"] <= r["median_s"] <= r["q3_s"] and r["first_call_s"] > 0
             assert r["rounds"] >= 2 and r["calls_per_sample"] >= 1
-            assert r["max_rel_err"] <= bench.tolerance(np.dtype(w["dtype"]))
+            assert r["max_rel_err"] <= tolerance(np.dtype(w["dtype"]))
             assert r["ratio_to_bound"] > 0 and r["peak_tracemalloc_bytes"] > 0
         assert _results(data, w["name"])[w["ratio_reference"]]["ratio_to_yota"] == 1.0
     text = md.read_text()
@@ -67,7 +57,7 @@ def test_quick_run_of_yota_and_numpy_writes_json_and_markdown(tmp_path: Path) ->
 def test_a_missing_peer_is_skipped_with_its_reason(monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "jax", None)  # import jax now raises ImportError
-    report = bench.run([*QUICK, "--only", "W1-f64", "--systems", "numpy,jax", "--json", ""])
+    report = cli.run([*QUICK, "--only", "W1-f64", "--systems", "numpy,jax", "--json", ""])
     r = _results(report, "W1-f64")["jax"]
     assert r["status"] == "skipped" and "not installed" in r["reason"] and r["median_s"] is None
     assert "- jax: skipped: not installed" in report["markdown"]
@@ -88,10 +78,10 @@ def _broken(_: Any, w: Any, inputs: dict[str, np.ndarray]) -> tuple[Any, Any]:
 
 def test_wrong_and_failing_systems_are_reported_not_timed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    extra = [bench.System("wrong", lambda: np, _wrong), bench.System("broken", lambda: np, _broken)]
-    real = bench.all_systems
-    monkeypatch.setattr(bench, "all_systems", lambda backends: real(backends) + extra)
-    report = bench.run([*QUICK, "--only", "W2-1e3,W3", "--systems", "numpy,wrong,broken",
+    extra = [systems.System("wrong", lambda: np, _wrong), systems.System("broken", lambda: np, _broken)]
+    real = systems.all_systems
+    monkeypatch.setattr(systems, "all_systems", lambda backends: real(backends) + extra)
+    report = cli.run([*QUICK, "--only", "W2-1e3,W3", "--systems", "numpy,wrong,broken",
                         "--json", ""])
     for name in ("W2-1e3", "W3"):
         res = _results(report, name)
@@ -108,7 +98,7 @@ def test_a_failing_yota_backend_is_reported_and_the_rest_still_runs(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import yota.backends
     monkeypatch.setitem(yota.backends.BACKENDS, "nowhere", "yota.backends.no_such_module")
-    report = bench.run([*QUICK, "--only", "W1-f32", "--systems", "numpy,yota", "--json", ""])
+    report = cli.run([*QUICK, "--only", "W1-f32", "--systems", "numpy,yota", "--json", ""])
     res = _results(report, "W1-f32")
     assert res["yota[nowhere]"]["status"] == "failed"
     assert "no_such_module" in res["yota[nowhere]"]["reason"]
@@ -122,7 +112,7 @@ def _directional_fd(f: Any, leaves: dict[str, np.ndarray], dirs: dict[str, np.nd
     return (f(plus) - f(minus)) / (2 * eps)
 
 
-@pytest.mark.parametrize("w", bench.workloads(quick=True), ids=lambda w: w.name)
+@pytest.mark.parametrize("w", workloads(quick=True), ids=lambda w: w.name)
 def test_hand_gradients_match_finite_differences(w: Any) -> None:
     rng = np.random.default_rng(1)
     inputs = {n: v.astype(np.float64) if v.dtype.kind == "f" else v
@@ -140,13 +130,13 @@ def test_hand_gradients_match_finite_differences(w: Any) -> None:
 
 def test_selection_that_matches_nothing_is_an_error() -> None:
     with pytest.raises(SystemExit, match="selects nothing"):
-        bench.run(["--quick", "--only", "W99", "--json", ""])
+        cli.run(["--quick", "--only", "W99", "--json", ""])
 
 
 def test_installed_peers_agree_with_the_baseline() -> None:
     """The peers that are installed (the bench extra, PyTorch) run and agree; the slow
     torch.compile is left to the full run."""
-    report = bench.run([*QUICK, "--only", "W1-f32,W3,W4-f64", "--json", "",
+    report = cli.run([*QUICK, "--only", "W1-f32,W3,W4-f64", "--json", "",
                         "--systems", "numpy,autograd,jax,torch"])
     for w in report["workloads"]:
         for r in w["results"]:

@@ -1,33 +1,21 @@
-"""``tools/bench.py --load N``: the busy processes run while the block runs and are gone
-after it, whether it ends normally, by an exception or by KeyboardInterrupt; a child whose
-parent dies exits by itself."""
+"""``tools/bench.py --load N`` (``bench.load``): the busy processes run while the block
+runs and are gone after it, whether it ends normally, by an exception or by
+KeyboardInterrupt; a child whose parent dies exits by itself."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from bench.cli import parse_args
+from bench.load import BusyLoad
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_for_load", ROOT / "tools" / "bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load_bench()
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 
 def _running(pid: int) -> bool:
@@ -51,7 +39,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc"
 
 
 def test_busy_processes_run_during_the_block_and_stop_after_it() -> None:
-    with bench.BusyLoad(2) as load:
+    with BusyLoad(2) as load:
         pids = [p.pid for p in load.procs]
         assert len(pids) == 2 and all(_running(p) for p in pids)
     assert _gone(pids) and load.procs == []
@@ -60,25 +48,25 @@ def test_busy_processes_run_during_the_block_and_stop_after_it() -> None:
 @pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
 def test_busy_processes_stop_on_an_exception(exc: type[BaseException]) -> None:
     pids: list[int] = []
-    with pytest.raises(exc), bench.BusyLoad(1) as load:
+    with pytest.raises(exc), BusyLoad(1) as load:
         pids = [p.pid for p in load.procs]
         raise exc("stop")
     assert pids and _gone(pids)
 
 
 def test_zero_is_no_load() -> None:
-    with bench.BusyLoad(0) as load:
+    with BusyLoad(0) as load:
         assert load.procs == []
 
 
 def test_a_spinner_exits_when_its_parent_is_killed() -> None:
     """A parent killed with SIGKILL runs no cleanup: its spinner exits by itself."""
-    path = str(ROOT / "tools" / "bench.py")
-    script = (f"import importlib.util as u, sys, time; s = u.spec_from_file_location('b', {path!r}); "
-              "b = u.module_from_spec(s); sys.modules['b'] = b; s.loader.exec_module(b); "
-              "l = b.BusyLoad(1); l.__enter__(); print(l.procs[0].pid, flush=True); time.sleep(60)")
+    script = ("import time; from bench.load import BusyLoad; "
+              "l = BusyLoad(1); l.__enter__(); print(l.procs[0].pid, flush=True); time.sleep(60)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(TOOLS), *filter(None, [os.environ.get("PYTHONPATH")])])}
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+                              stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
@@ -92,6 +80,6 @@ def test_a_spinner_exits_when_its_parent_is_killed() -> None:
 
 
 def test_load_is_recorded_and_negative_is_refused() -> None:
-    assert bench.parse_args(["--load", "2"]).load == 2
+    assert parse_args(["--load", "2"]).load == 2
     with pytest.raises(SystemExit):
-        bench.parse_args(["--load", "-1"])
+        parse_args(["--load", "-1"])

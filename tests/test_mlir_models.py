@@ -8,7 +8,6 @@ calling LAPACK loaded in a new process. The Gaussian-process workload W8 (``chol
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +19,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from bench.check import tolerance
+from bench.systems import prepare_yota
+from bench.workloads import workloads
 from click.testing import CliRunner
 from yota.backends import mlir
 from yota.backends.mlir.emit import EMITTERS
@@ -31,19 +33,6 @@ from yota import cli, pipeline
 sys.path.insert(0, str(Path(__file__).parent))
 import backend_cases  # noqa: E402
 from mlir_cases import MISSING, needs_mlir, verify_exports  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_bench() -> Any:
-    if "bench" in sys.modules:
-        return sys.modules["bench"]
-    spec = importlib.util.spec_from_file_location("bench", ROOT / "tools" / "bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass
@@ -98,14 +87,9 @@ def test_readme_example_exports_and_matches_llvm() -> None:
         _same_grads(g1[1], g[1], 1e-12)
 
 
-def _workloads() -> list[Any]:
-    return _load_bench().workloads(quick=True)
-
-
 @needs_mlir
-@pytest.mark.parametrize("w", _workloads(), ids=lambda w: w.name)
+@pytest.mark.parametrize("w", workloads(quick=True), ids=lambda w: w.name)
 def test_bench_workloads_export_and_match_llvm(w: Any) -> None:
-    bench = _load_bench()
     inputs = w.make(np.random.default_rng(0))
     loss = w.loss(np)
     args, consts = w.call_args(inputs)
@@ -122,10 +106,10 @@ def test_bench_workloads_export_and_match_llvm(w: Any) -> None:
     assert errors == [], errors[0]
     runs = []
     for backend in ("mlir", "llvm"):
-        step, read = bench.prepare_yota(backend)(yota, w, inputs)
+        step, read = prepare_yota(backend)(yota, w, inputs)
         runs.append(read(step()))  # (value, {param: gradient})
     (v1, g1), (v2, g2) = runs
-    tol = bench.tolerance(w.dtype)
+    tol = tolerance(w.dtype)
     assert _close(v1, v2, tol)
     _same_grads(g1, g2, tol)
 

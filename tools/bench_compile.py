@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 import numpy as np
+from bench.machine import load_average, run_meta
 
 SIZES = {"rnn": [10, 100, 1000, 10_000], "resmlp": [4, 64, 256]}
 QUICK = {"rnn": [10, 100], "resmlp": [4, 16]}
@@ -158,10 +159,6 @@ def run(system: str, name: str, size: int, steps: int, timeout: float) -> dict[s
     return dict(json.loads(p.stdout.strip().splitlines()[-1]))
 
 
-def _load() -> float | None:
-    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
-
-
 # -- the table ------------------------------------------------------------------------------------
 def fmt(s: float | None) -> str:
     if s is None:
@@ -205,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
           "JAX first call (lax.scan) | Yota step | JAX step |")
     print("|---|---|---|---|---|---|---|---|")
     results: dict[str, Any] = {}
-    load_start = _load()
+    load_start = load_average()
     for name, ns in sizes.items():
         pts = []
         for n in ns:
@@ -220,11 +217,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"| {name} | slope | log-log, first call against ops traced: {k:.2f} "
                   "| | | | | |")
     if a.json:
-        from bench import run_meta
-
         meta = run_meta(sys.argv[1:] if argv is None else argv, "tools/bench_compile.py")
         with open(a.json, "w") as fh:
-            json.dump({"meta": {**meta, "load_start": load_start, "load_end": _load()},
+            json.dump({"meta": {**meta, "load_start": load_start, "load_end": load_average()},
                        "results": results}, fh, indent=1)
 
 

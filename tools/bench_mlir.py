@@ -8,12 +8,11 @@ other's), so both see the same machine load: the medians and their ratio.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from bench.systems import prepare_yota
+from bench.workloads import find
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,18 +21,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--calls", type=int, default=2, help="calls per timed sample")
     args = p.parse_args(argv)
-    spec = importlib.util.spec_from_file_location("bench", Path(__file__).with_name("bench.py"))
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench"] = bench
-    spec.loader.exec_module(bench)
     import yota
 
-    by_name = {w.name: w for w in bench.workloads(False)}
     for name in args.workloads:
-        w = by_name[name]
+        w = find(name)
         inputs = w.make(np.random.default_rng(0))
-        steps = {b: bench.prepare_yota(b)(yota, w, inputs)[0] for b in ("llvm", "mlir")}
+        steps = {b: prepare_yota(b)(yota, w, inputs)[0] for b in ("llvm", "mlir")}
         for step in steps.values():
             step()  # compile (or load from the cache) and warm up
         times: dict[str, list[float]] = {b: [] for b in steps}

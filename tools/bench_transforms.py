@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from bench import workloads
+from bench.machine import load_average, run_meta
+from bench.workloads import MLP
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
 
 
@@ -111,29 +113,29 @@ def hessian(d: int = 100, n: int = 1000) -> Case:
 
 
 def jvp_w3(sizes: tuple[int, ...] = (784, 512, 256, 10), batch: int = 128) -> Case:
-    import bench
     import jax.numpy as jnp
 
     import yota
 
     jax = _jax()
-    data = bench.w3(list(sizes), batch).make(np.random.default_rng(2))
-    names = ("W1", "b1", "W2", "b2", "W3", "b3")
-    p = bench.MLP(*(data[k] for k in names))
+    w = workloads.w3(list(sizes), batch)
+    data = w.make(np.random.default_rng(2))
+    names = w.params
+    p = MLP(*(data[k] for k in names))
     X, labels = data["X"], data["labels"]
     r = np.random.default_rng(3)
-    t = bench.MLP(*(r.standard_normal(data[k].shape).astype(np.float32) for k in names))
-    loss = bench.loss_w3(np)
+    t = MLP(*(r.standard_normal(data[k].shape).astype(np.float32) for k in names))
+    loss = w.loss(np)
 
     def f(q: Any) -> Any:
         return loss(q, X, labels)
 
-    jloss = bench.loss_w3(jnp)
+    jloss = w.loss(jnp)
     jp = tuple(jnp.asarray(data[k]) for k in names)
     jt = tuple(jnp.asarray(getattr(t, k)) for k in names)
     jX, jl = jnp.asarray(X), jnp.asarray(labels)
     jf = jax.jit(lambda p, t, X, lab: jax.jvp(
-        lambda p: jloss(bench.MLP(*p), X, lab), (p,), (t,)))
+        lambda p: jloss(MLP(*p), X, lab), (p,), (t,)))
     return Case("jvp-W3", f"jvp of the W3 loss (MLP {'-'.join(map(str, sizes))}, batch "
                 f"{batch}, f32) w.r.t. its parameters",
                 lambda: yota.jvp(f, (p,), (t,)),
@@ -210,9 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args(argv)
     results = []
-    import bench
-
-    meta = bench.run_meta(sys.argv[1:] if argv is None else argv, "tools/bench_transforms.py")
+    meta = run_meta(sys.argv[1:] if argv is None else argv, "tools/bench_transforms.py")
     for name in args.only.split(","):
         case = CASES[name]()
         print(f"{name}...", file=sys.stderr)
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
               file=sys.stderr)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"meta": {**meta, "load_end": bench._load()}, "results": results}, fh,
+            json.dump({"meta": {**meta, "load_end": load_average()}, "results": results}, fh,
                       indent=1, default=float)
 
 

@@ -125,7 +125,7 @@ def _helper(workdir: str) -> Any:
 def mlp_products(inputs: dict[str, np.ndarray]) -> list[tuple[str, int, int, int, int, int]]:
     """W3's products as ``(name, m, n, k, transA, transB)`` of C = op(A) op(B), C m x n:
     per layer the forward product, the weight gradient and (from the second layer on)
-    the input gradient, as ``bench.w3`` counts their FLOPs."""
+    the input gradient, as ``bench.workloads.w3`` counts their FLOPs."""
     batch = inputs["X"].shape[0]
     shapes = [inputs[f"W{i}"].shape for i in range(1, 100) if f"W{i}" in inputs]
     out = []
@@ -199,7 +199,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=200, help="interleaved rounds (default 200)")
     p.add_argument("--repeat", type=int, default=3, help="whole measurements (default 3)")
     args = p.parse_args()
-    import bench  # tools/bench.py, beside this script (its folder leads sys.path)
+    from bench.machine import measure_limits
+    from bench.systems import prepare_yota
+    from bench.workloads import find
     from yota.backends.llvm import blas, pool
     from yota.backends.llvm.target import host
 
@@ -216,9 +218,9 @@ def main() -> None:
     pool.ensure_pool()
     tiles = ctypes.CFUNCTYPE(None, *_CBLAS, *[ctypes.c_int64] * 7)(
         pool._addresses[pool.GEMM_TILES["float32"]])
-    w = next(x for x in bench.workloads(False) if x.name == "W3")
+    w = find("W3")
     inputs = w.make(np.random.default_rng(0))
-    step, _ = bench.prepare_yota("llvm")(yota, w, inputs)
+    step, _ = prepare_yota("llvm")(yota, w, inputs)
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:
         split2 = _helper(tmp)
@@ -226,7 +228,7 @@ def main() -> None:
         assert sum(q.flops for q in products) == w.flops, "the products are not the bound's"
         print(f"W3: {w.desc}; {len(products)} products, {w.flops / 1e6:.1f} MFLOP")
         for rep in range(args.repeat):
-            limits = bench.measure_limits(False, threads)
+            limits = measure_limits(False, threads)
             rate = limits["flops"]["float32"]
             med = measure(products, args.rounds, 3)
             for _ in range(50):

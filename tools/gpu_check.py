@@ -40,8 +40,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' op programs, random programs, models
 
 REPORT: dict[str, Any] = {"sections": {}, "failures": []}
 EMULATE: list[bool] = [False]  # --emulate: sections 2-4 on the CPU emulation of the kernels
@@ -283,7 +282,7 @@ def _yota_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
     """``yota.grad`` on device arrays (all inputs are arguments, so Yota also computes
     the gradients of float inputs the others treat as constants, e.g. W3's X); the
     first result is checked against the hand-written NumPy gradient."""
-    import bench
+    from bench.check import compare
 
     import yota
 
@@ -300,7 +299,7 @@ def _yota_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
     val, g = step()
     grads = ({k[0]: to_host(v) for k, v in g.flat[0].items()} if w.struct is not None
              else {n: to_host(g[i]) for i, n in enumerate(w.params)})
-    err, verdict = bench.compare((float(val), grads), w.hand(**inputs), w)
+    err, verdict = compare((float(val), grads), w.hand(**inputs), w)
     if verdict:
         raise AssertionError(f"yota's gradient differs from the hand-written one: {verdict} "
                              f"(relative error {err:.2e})")
@@ -308,23 +307,23 @@ def _yota_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
 
 
 def _jax_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
-    import bench
     import jax
+    from bench.systems import prepare_jax
 
     jax.config.update("jax_enable_x64", True)
     if jax.default_backend() != "gpu":
         raise RuntimeError(f"JAX runs on {jax.default_backend()}, not the GPU")
-    step, _ = bench.prepare_jax(jax, w, inputs)
+    step, _ = prepare_jax(jax, w, inputs)
     return step
 
 
 def _torch_step(w: Any, inputs: dict[str, np.ndarray]) -> Callable[[], Any]:
-    import bench
     import torch
+    from bench.systems import torch_namespace
 
     if not torch.cuda.is_available():
         raise RuntimeError("PyTorch has no CUDA device")
-    loss = w.loss(bench.torch_namespace(torch))
+    loss = w.loss(torch_namespace(torch))
     leaves = {n: torch.from_numpy(inputs[n]).cuda().requires_grad_() for n in w.params}
     consts = [torch.from_numpy(inputs[n]).cuda() for n in w.consts]
     tensors, names = list(leaves.values()), list(leaves)
@@ -342,14 +341,14 @@ def _min_bytes(w: Any, inputs: dict[str, np.ndarray]) -> int:
 
 @section("benchmarks")
 def benchmarks(quick: bool, rounds: int) -> dict[str, Any]:
-    import bench
+    from bench import workloads
 
     bw = device_bandwidth(1 << 26 if quick else 1 << 30)
     log(f"  device bandwidth (copy): {bw / 1e9:.0f} GB/s")
     memory_bound = {"W2-1e6", "W2-1e7", "W2-1e8", "W5"}
-    works = bench.workloads(quick)
+    works = workloads.workloads(quick)
     if not quick:
-        works.insert(4, bench.w2(10**8, "1e8"))
+        works.insert(4, workloads.w2(10**8, "1e8"))
     rows = []
     for w in works:
         inputs = w.make(np.random.default_rng(0))

@@ -7,10 +7,10 @@ Runs one workload of ``tools/bench.py`` as Yota's gradient twice over, with the 
 ("yota": ``num_threads()`` threads per job) and with every job on the calling thread
 ("yota-alone": the same compiled program under ``pool.set_num_threads(1)``, its tiled
 GEMMs then whole calls), and optionally JAX's, in interleaved samples of 5 calls while
-``--load`` busy processes run (``bench.BusyLoad``); each sample starts once the process
-rests (``bench.settle``). Prints the median wall and CPU (``process_time``) time per
-call of each, and the pool's counters over the run (``pool.stats()``). An A/B tool for
-the pool; the README's tables come from ``tools/bench.py``.
+``--load`` busy processes run (``bench.load.BusyLoad``); each sample starts once the
+process rests (``bench.timing.settle``). Prints the median wall and CPU (``process_time``)
+time per call of each, and the pool's counters over the run (``pool.stats()``). An A/B
+tool for the pool; the performance page's tables come from ``tools/bench.py``.
 
 ``--threads S`` then runs each system back to back for S seconds beside the same load
 and prints, per thread of the process that ran, the time it ran, the time it waited
@@ -23,24 +23,17 @@ time slice.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-
-def _bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench", Path(__file__).with_name("bench.py"))
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench"] = bench
-    spec.loader.exec_module(bench)
-    return bench
+from bench.load import BusyLoad
+from bench.systems import load_jax, prepare_jax, prepare_yota
+from bench.timing import settle
+from bench.workloads import find
 
 
 def main() -> None:
@@ -53,21 +46,20 @@ def main() -> None:
                    help="then S seconds of each system's calls back to back, with the "
                         "scheduler's account of each thread per call (Linux)")
     args = p.parse_args()
-    bench = _bench()
     from yota.backends.llvm import pool
 
     import yota
 
-    found = [w for w in bench.workloads(False) if w.name == args.workload]
-    if not found:
-        sys.exit(f"no workload {args.workload!r} in tools/bench.py")
-    w = found[0]
+    try:
+        w = find(args.workload)
+    except KeyError as e:
+        sys.exit(str(e.args[0]))
     inputs = w.make(np.random.default_rng(0))
-    step, _ = bench.prepare_yota("llvm")(yota, w, inputs)
+    step, _ = prepare_yota("llvm")(yota, w, inputs)
     steps = {"yota": step, "yota-alone": step}
     threads = {"yota-alone": 1}  # set_num_threads per system; default: the setting
     if args.jax:
-        steps["jax"] = bench.prepare_jax(bench.load_jax(), w, inputs)[0]
+        steps["jax"] = prepare_jax(load_jax(), w, inputs)[0]
     for s in steps.values():
         s()
         s()
@@ -75,14 +67,14 @@ def main() -> None:
     cpu: dict[str, list[float]] = {k: [] for k in steps}
     default = pool.num_threads()
     before = pool.stats()
-    with bench.BusyLoad(args.load):
+    with BusyLoad(args.load):
         time.sleep(0.5)
         end = time.monotonic() + args.seconds
         r = 0
         while time.monotonic() < end:
             names = list(steps)
             for name in names[r % len(names):] + names[:r % len(names)]:
-                bench.settle(0.25)
+                settle(0.25)
                 pool.set_num_threads(threads.get(name, default))
                 t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(5):
@@ -98,7 +90,7 @@ def main() -> None:
     print("pool:", {k: after[k] - before[k] for k in after})
     if args.threads > 0:
         for name in steps:
-            with bench.BusyLoad(args.load):
+            with BusyLoad(args.load):
                 time.sleep(0.5)
                 pool.set_num_threads(threads.get(name, default))
                 _thread_account(name, steps[name], args.threads)
