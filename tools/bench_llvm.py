@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from bench.workloads import MLP, hand_w2, hand_w3, loss_w2, loss_w3, w3
 from yota.backends import llvm as native
 from yota.backends.llvm.target import host
 from yota.ir import run
@@ -40,54 +40,9 @@ def row(name: str, t: tuple[float, float], unit: float = 1e3, suffix: str = "ms"
     print(f"  {name:42s} {t[0] * unit:10.3f} {suffix}   (best {t[1] * unit:.3f})")
 
 
-# -- W2 ------------------------------------------------------------------------------------
-def w2(x: np.ndarray, y: np.ndarray) -> Any:
-    return np.sum(np.tanh(x) * (1 / (1 + np.exp(-y))) + np.exp(-x * x) * y)
-
-
-def w2_hand(x: np.ndarray, y: np.ndarray) -> Any:
-    t, e = np.tanh(x), np.exp(-x * x)
-    s = 1 / (1 + np.exp(-y))
-    ts = t * s
-    return np.sum(ts + e * y), (1 - t * t) * s - 2 * x * e * y, ts * (1 - s) + e
-
-
-# -- W3 --------------------------------------------------------------------------------------
-@dataclass
-class MLP:
-    W1: np.ndarray
-    b1: np.ndarray
-    W2: np.ndarray
-    b2: np.ndarray
-    W3: np.ndarray
-    b3: np.ndarray
-
-
-def mlp(p: MLP, X: np.ndarray, labels: np.ndarray) -> Any:
-    h = np.tanh(X @ p.W1 + p.b1)
-    h = np.tanh(h @ p.W2 + p.b2)
-    z = h @ p.W3 + p.b3
-    m = np.max(z, axis=1, keepdims=True)
-    lse = np.log(np.sum(np.exp(z - m), axis=1)) + m[:, 0]
-    n = z.shape[0]
-    return np.sum(lse - z[np.arange(n), labels]) / n
-
-
-def mlp_hand(p: MLP, X: np.ndarray, labels: np.ndarray) -> Any:
-    h1 = np.tanh(X @ p.W1 + p.b1)
-    h2 = np.tanh(h1 @ p.W2 + p.b2)
-    z = h2 @ p.W3 + p.b3
-    n, rows = z.shape[0], np.arange(z.shape[0])
-    m = z.max(axis=1, keepdims=True)
-    e = np.exp(z - m)
-    s = e.sum(axis=1, keepdims=True)
-    val = np.sum(np.log(s[:, 0]) + m[:, 0] - z[rows, labels]) / n
-    dz = e / s
-    dz[rows, labels] -= 1
-    dz /= n
-    dh2 = (dz @ p.W3.T) * (1 - h2 * h2)
-    dh1 = (dh2 @ p.W2.T) * (1 - h1 * h1)
-    return val, (X.T @ dh1, dh1.sum(0), h1.T @ dh2, dh2.sum(0), h2.T @ dz, dz.sum(0))
+# the workloads (losses and hand-written gradients) are tools/bench/workloads.py's
+w2 = loss_w2(np)
+mlp = loss_w3(np)
 
 
 def first_call(f: Callable[..., Any], *args: Any, backend: str) -> float:
@@ -112,7 +67,7 @@ def bench_w2(n: int, rounds: int) -> None:
         outs = [np.empty((), np.float32), np.empty(n, np.float32), np.empty(n, np.float32)]
         row(f"llvm executable, {th} thread(s), out=", timeit(lambda e=exe, o=outs: e(x, y, out=o),
                                                             rounds))
-    row("hand-written NumPy", timeit(lambda: w2_hand(x, y), rounds))
+    row("hand-written NumPy", timeit(lambda: hand_w2(x, y), rounds))
     row("interpreter (optimized IR)", timeit(lambda: run(g, x, y), max(3, rounds // 4)))
 
 
@@ -125,19 +80,15 @@ def _ir(f: Callable[..., Any], *args: Any) -> Any:
 
 def bench_mlp(sizes: tuple[int, ...], batch: int, rounds: int) -> None:
     print(f"W3 MLP {'-'.join(map(str, sizes))} gradient, batch {batch} float32")
-    rng = np.random.default_rng(1)
-    f32 = np.float32
-    ps = []
-    for m, k in zip(sizes, sizes[1:], strict=False):
-        ps += [(rng.standard_normal((m, k)) / np.sqrt(m)).astype(f32), np.zeros(k, f32)]
-    p = MLP(*ps)
-    X = rng.standard_normal((batch, sizes[0])).astype(f32)
-    labels = rng.integers(0, sizes[-1], batch)
+    w = w3(sizes, batch)
+    inputs = w.make(np.random.default_rng(1))
+    p = MLP(*(inputs[n] for n in w.params))
+    X, labels = inputs["X"], inputs["labels"]
     f = lambda p, X, labels: mlp(p, X, labels)  # noqa: E731
     print(f"  first call (trace+diff+optimize+compile) "
           f"{first_call(f, p, X, labels, backend='llvm'):.3f} s")
     row("yota.grad, llvm", timeit(lambda: yota.grad(f, p, X, labels, backend="llvm"), rounds))
-    row("hand-written NumPy", timeit(lambda: mlp_hand(p, X, labels), rounds))
+    row("hand-written NumPy", timeit(lambda: hand_w3(**inputs), rounds))
     f2 = lambda p, X, labels: mlp(p, X, labels)  # noqa: E731
     row("yota.grad, interp", timeit(lambda: yota.grad(f2, p, X, labels, backend="interp"),
                                     max(3, rounds // 2)))

@@ -2,12 +2,13 @@
 
     python tools/bench_passes.py [--repeat 20]
 
-For each gradient (W2 elementwise, W3 MLP, W4 RNN), traced with ``yota.trace`` and
-differentiated with ``yota.ir.autodiff.vjp``: op counts before and after ``optimize``,
-the fused kernels, the memory plan's peak bytes against the sum of all intermediate
-sizes, the matrix products (count and m x k x n) before and after, and the pipeline's
-time (median and minimum of ``--repeat`` runs, and the sum of each pass's fastest run,
-which stays steady on a loaded machine; verifier off).
+For each gradient (the W2 elementwise, W3 MLP and W4 RNN workloads of ``tools/bench.py``
+at full size, from ``bench.workloads``), traced with ``yota.trace`` and differentiated
+with ``yota.ir.autodiff.vjp``: op counts before and after ``optimize``, the fused kernels,
+the memory plan's peak bytes against the sum of all intermediate sizes, the matrix
+products (count and m x k x n) before and after, and the pipeline's time (median and
+minimum of ``--repeat`` runs, and the sum of each pass's fastest run, which stays steady
+on a loaded machine; verifier off).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from bench.workloads import find
 from yota.ir import Function
 from yota.ir.autodiff import vjp
 from yota.ir.passes import PASSES, PIPELINE, MemoryPlan, PassContext, optimize
@@ -29,63 +30,15 @@ from yota.ir.passes import PASSES, PIPELINE, MemoryPlan, PassContext, optimize
 import yota
 
 
-def logistic(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-x))
-
-
-def w2(x: np.ndarray, y: np.ndarray) -> Any:
-    return np.sum(np.tanh(x) * logistic(y) + np.exp(-x * x) * y)
-
-
-@dataclass
-class MLP:
-    W1: np.ndarray
-    b1: np.ndarray
-    W2: np.ndarray
-    b2: np.ndarray
-    W3: np.ndarray
-    b3: np.ndarray
-
-
-def mlp(m: MLP, x: np.ndarray, labels: np.ndarray) -> Any:
-    h1 = np.tanh(x @ m.W1 + m.b1)
-    h2 = np.tanh(h1 @ m.W2 + m.b2)
-    z = h2 @ m.W3 + m.b3
-    zmax = np.max(z, axis=1, keepdims=True)
-    lse = np.log(np.sum(np.exp(z - zmax), axis=1)) + zmax[:, 0]
-    return np.sum(lse - z[np.arange(z.shape[0]), labels]) / z.shape[0]
-
-
-@dataclass
-class RNN:
-    W: np.ndarray
-    U: np.ndarray
-    b: np.ndarray
-
-
-def rnn(p: RNN, xs: np.ndarray) -> Any:
-    h = np.zeros((xs.shape[1], p.W.shape[0]), dtype=xs.dtype)
-    for t in range(xs.shape[0]):
-        h = np.tanh(h @ p.W.T + xs[t] @ p.U.T + p.b)
-    return np.sum(h ** 2)
-
-
 def workloads() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...], int]]:
-    """name -> (function, example arguments, number of leading leaves to differentiate)."""
-    rng = np.random.default_rng(0)
-    f32, f64 = np.float32, np.float64
-
-    def r(*shape: int, dt: Any = f32) -> np.ndarray:
-        return (rng.standard_normal(shape) * 0.05).astype(dt)
-
-    n = 10**6
-    m = MLP(r(784, 512), r(512), r(512, 256), r(256), r(256, 10), r(10))
-    net = RNN(r(256, 256, dt=f64), r(256, 256, dt=f64), r(256, dt=f64))
-    return {
-        "W2 elementwise, N=1e6": (w2, (r(n), r(n)), 2),
-        "W3 MLP 784-512-256-10, batch 128": (mlp, (m, r(128, 784), rng.integers(0, 10, 128)), 6),
-        "W4 RNN 20 steps, hidden 256, batch 32": (rnn, (net, r(20, 32, 256, dt=f64)), 3),
-    }
+    """name -> (function, example arguments, number of leading leaves to differentiate):
+    the loss takes the differentiated leaves first, then the other inputs."""
+    out = {}
+    for name in ("W2-1e6", "W3", "W4-f64"):
+        w = find(name)
+        args, consts = w.call_args(w.make(np.random.default_rng(0)))
+        out[f"{w.name}: {w.desc}"] = (w.loss(np), (*args, *consts), len(w.params))
+    return out
 
 
 def gradient(f: Callable[..., Any], args: tuple[Any, ...], n_wrt: int) -> Function:
