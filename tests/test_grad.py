@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from bench.workloads import MLP, loss_w3
 from gradcheck import check_grad
 
 import yota
@@ -35,27 +36,7 @@ def test_readme_linear_model_struct_gradient() -> None:
     assert check_grad(linear_loss, [m, X], g) == 3
 
 
-@dataclass
-class MLP:
-    W1: np.ndarray
-    b1: np.ndarray
-    W2: np.ndarray
-    b2: np.ndarray
-    W3: np.ndarray
-    b3: np.ndarray
-
-
-def logsumexp(z: Any) -> Any:
-    mx = np.max(z, axis=1, keepdims=True)
-    return np.log(np.sum(np.exp(z - mx), axis=1, keepdims=True)) + mx
-
-
-def mlp_loss(m: MLP, X: np.ndarray, labels: np.ndarray) -> Any:
-    h = np.tanh(X @ m.W1 + m.b1)
-    h = np.tanh(h @ m.W2 + m.b2)
-    z = h @ m.W3 + m.b3
-    logp = z - logsumexp(z)
-    return -np.mean(logp[np.arange(X.shape[0]), labels])
+mlp_loss = loss_w3(np)  # the benchmark's W3 model: tanh MLP, softmax cross-entropy
 
 
 def make_mlp(rng: np.random.Generator, sizes: tuple[int, ...], dtype: Any = np.float64) -> MLP:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from bench.workloads import loss_w4
 from yota.backends import BACKENDS
 from yota.backends import llvm as native
 from yota.ir import run
@@ -48,11 +49,7 @@ def mlp_loss(m: MLP, X: np.ndarray, Y: np.ndarray) -> float:
     return np.sum((out - Y) ** 2) / X.shape[0]
 
 
-def rnn_loss(W: np.ndarray, U: np.ndarray, b: np.ndarray, xs: np.ndarray) -> float:
-    h = np.zeros((xs.shape[1], W.shape[0]))
-    for t in range(xs.shape[0]):
-        h = np.tanh(h @ W.T + xs[t] @ U.T + b)
-    return np.sum(h ** 2)
+rnn_loss = loss_w4(np)  # the benchmark's W4: h = tanh(h @ W.T + x_t @ U.T + b), sum(h_T**2)
 
 
 def test_llvm_is_registered() -> None:

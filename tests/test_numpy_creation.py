@@ -12,7 +12,6 @@ cache entry of a program with ``np.eye(1000)``; the diagonal rewrites of ``fast_
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from bench.workloads import loss_w8, w8
 from yota.backends import cuda
 from yota.backends import llvm as native
 from yota.backends.cuda.emulate import emulation_available
@@ -221,23 +221,12 @@ def test_static_argument_computed_from_shapes() -> None:
     assert_same(yota.compile(f, x, cache=False)(x), f(x))
 
 
-def gp_loss(ell: Any, variance: Any, noise: Any, X: Any, y: Any) -> Any:
-    """tools/bench.py's W8: a GP's negative log marginal likelihood."""
-    n = X.shape[0]
-    diff = X[:, None, :] - X[None, :, :]
-    K = variance * np.exp(np.sum(diff * diff, axis=-1) * (-0.5 / (ell * ell)))
-    K = K + noise * np.eye(n)
-    L = np.linalg.cholesky(K)
-    alpha = np.linalg.solve(L.T, np.linalg.solve(L, y))
-    return (0.5 * np.sum(y * alpha) + np.sum(np.log(np.diagonal(L)))
-            + 0.5 * n * math.log(2 * math.pi))
+gp_loss = loss_w8(np)  # tools/bench.py's W8: a GP's negative log marginal likelihood
 
 
 def gp_args(n: int) -> list[Any]:
-    r = np.random.default_rng(1)
-    X = r.uniform(-2, 2, (n, 2))
-    return [np.asarray(0.7), np.asarray(1.3), np.asarray(0.05), X,
-            np.sin(2 * X[:, 0]) + 0.1 * r.standard_normal(n)]
+    """ell, variance, noise, X (n points in 2-D), y."""
+    return list(w8(n, 2).make(np.random.default_rng(1)).values())
 
 
 def test_gradients_match_finite_differences() -> None:
