@@ -125,10 +125,10 @@ def test_lazy_numpy_families_load_on_first_need(tmp_path):
 OWN_BLAS = textwrap.dedent("""\
     import ctypes, json, os, sys
     import numpy as np
-    from yota.backends.llvm import blas, target
+    from yota.backends.llvm.runtime import blas
     tasks = set(os.listdir("/proc/self/task"))
     env = os.environ.get("OPENBLAS_NUM_THREADS")
-    bundled = [p for p in target._libraries()[1:] if "numpy" in p]
+    bundled = [p for p in blas._libraries()[1:] if "numpy" in p]
     numpy_threads = lambda: ctypes.CDLL(bundled[0]).scipy_openblas_get_num_threads64_() \\
         if bundled else None
     before = numpy_threads()

@@ -1,4 +1,4 @@
-"""The llvm backend's tiled GEMMs (``backends/llvm/pool.py``'s ``yota_<s|d>gemm_tiles``):
+"""The llvm backend's tiled GEMMs (``backends/llvm/runtime/pool.py``'s ``yota_<s|d>gemm_tiles``):
 a product split into row or column tiles that the caller and Yota's helper threads claim
 one at a time must equal the unsplit product (one BLAS call) within the BLAS tolerance
 (``tests/precision.py``'s rule for ``matmul``), for every transposition, odd sizes,
@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from yota.backends import llvm as native
-from yota.backends.llvm import pool
 from yota.backends.llvm.emit import GEMM_PAR_MACS, gemm_split
-from yota.backends.llvm.target import host
+from yota.backends.llvm.runtime import pool
+from yota.backends.llvm.runtime.target import host
 from yota.ir import Builder, TensorType, run
 from yota.ir.autodiff import vjp
 from yota.ir.passes import optimize
@@ -214,14 +214,14 @@ def test_own_blas_instance_is_separate_and_single_threaded() -> None:
     separate instance (one thread), and NumPy's own OpenBLAS keeps its thread count."""
     import ctypes
 
-    from yota.backends.llvm import blas, target
+    from yota.backends.llvm.runtime import blas
 
     if blas.own_library() is None:
         pytest.skip("scipy-openblas64 not installed: GEMMs go to NumPy's OpenBLAS unsplit")
-    assert target._libraries()[0] == blas.own_library()
+    assert blas._libraries()[0] == blas.own_library()
     own = ctypes.CDLL(blas.own_library())
     assert own.scipy_openblas_get_num_threads64_() == 1
-    bundled = [p for p in target._libraries()[1:] if "numpy" in p]
+    bundled = [p for p in blas._libraries()[1:] if "numpy" in p]
     if bundled:
         numpy_blas = ctypes.CDLL(bundled[0])
         before = numpy_blas.scipy_openblas_get_num_threads64_()

@@ -184,8 +184,8 @@ def test_tuples_and_lists_of_arrays():
     same(yota.grad(g, ((w, b), [e]), (3, 1)), general(g, ((w, b), [e]), (3, 1)))
 
 
-# -- the native fast path (backends/llvm/pyentry.py) ----------------------------------------
-pyentry = importlib.import_module("yota.backends.llvm.pyentry")
+# -- the native fast path (backends/llvm/runtime/pyentry.py) --------------------------------
+pyentry = importlib.import_module("yota.backends.llvm.runtime.pyentry")
 native = pytest.mark.skipif(not pyentry.available(), reason="object layout not known here")
 
 

@@ -261,7 +261,7 @@ def test_object_code_reloads_in_another_process(tmp_path: Path) -> None:
 
 
 def test_artifact_for_another_target_is_refused() -> None:
-    from yota.backends.llvm.runtime import Artifact
+    from yota.backends.llvm.runtime.executable import Artifact
 
     exe = native.compile(irgen.w2_loss(8))
     art = Artifact(exe.artifact.object_code, {**exe.artifact.meta, "target": {"cpu": "other"}})

@@ -1,4 +1,4 @@
-"""The llvm backend's object cache of runtime modules (backends/llvm/jit.py
+"""The llvm backend's object cache of runtime modules (backends/llvm/runtime/jit.py
 ``cached_object``): the helper-thread pool is compiled once and loaded from the on-disk
 cache's ``objects/`` afterwards; damaged or unsafe files are never used; and a new
 process with a warm cache runs its first gradient without any LLVM optimization or code
@@ -13,8 +13,8 @@ import textwrap
 
 import numpy as np
 import pytest
-from yota.backends.llvm import jit, pool, pool_ir
-from yota.backends.llvm.target import host
+from yota.backends.llvm.runtime import jit, pool, pool_ir
+from yota.backends.llvm.runtime.target import host
 
 import yota
 
@@ -91,7 +91,7 @@ def test_a_warm_process_runs_no_llvm_compilation(tmp_path):
     script.write_text(textwrap.dedent("""\
         import sys
         import numpy as np, yota
-        from yota.backends.llvm import jit
+        from yota.backends.llvm.runtime import jit
 
         def loss(w, x):
             return np.sum(np.tanh(x @ w) ** 2)

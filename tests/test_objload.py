@@ -1,4 +1,4 @@
-"""Fast start: Yota's own loader of object code (backends/llvm/objload.py) runs what MCJIT
+"""Fast start: Yota's own loader of object code (backends/llvm/runtime/objload.py) runs what MCJIT
 runs, declines what it does not handle, and the modules a start or a cache hit does
 not need are not imported (checked in new processes; nothing here is timed)."""
 
@@ -14,7 +14,7 @@ import textwrap
 import numpy as np
 import pytest
 from yota.backends import llvm as native
-from yota.backends.llvm import jit, objload, target
+from yota.backends.llvm.runtime import jit, objload, target
 
 import yota
 
@@ -103,7 +103,7 @@ def test_turned_off_by_the_environment(monkeypatch):
 
 def test_the_host_description_kept_is_what_llvm_says(tmp_path, monkeypatch):
     monkeypatch.setattr(jit, "object_cache_dir", lambda: tmp_path)  # (not read by host())
-    from yota.backends.llvm import objcache
+    from yota.backends.llvm.runtime import objcache
 
     monkeypatch.setattr(objcache, "_object_dir", tmp_path / "objects")
     first = target._host_description()  # asked of LLVM, kept
@@ -160,10 +160,15 @@ def test_a_cache_hit_needs_no_llvm(tmp_path):
                           "llvm": [m for m in ("llvmlite.binding", "llvmlite.ir",
                                                "yota.ir.autodiff", "yota.ir.passes",
                                                "yota.backends.llvm.module",
-                                               "yota.backends.llvm.pool_ir")
-                                   if m in sys.modules]}))
+                                               "yota.backends.llvm.runtime.pool_ir")
+                                   if m in sys.modules],
+                          "backend": sorted(m for m in sys.modules
+                                            if m.startswith("yota.backends.llvm"))}))
         """
     cold = _run(code, tmp_path, "cache")
     warm = _run(code, tmp_path, "cache")
     assert cold["hits"] == 0 and warm["hits"] == 1 and warm["val"] == cold["val"]
     assert warm["llvm"] == []
+    # the llvm package's __init__ and abi, and its runtime: none of the code generator
+    assert [m for m in warm["backend"] if m not in ("yota.backends.llvm", "yota.backends.llvm.abi")
+            and not m.startswith("yota.backends.llvm.runtime")] == [], warm["backend"]

@@ -29,7 +29,7 @@ from yota.backends.llvm import abi
 from yota.backends.llvm import lower as llvm_lower
 from yota.backends.llvm.abi import ENTRY, ENTRY_OBJ
 from yota.backends.llvm.module import lower_module
-from yota.backends.llvm.target import host
+from yota.backends.llvm.runtime.target import host
 from yota.ir import Builder, Function, TensorType, run, verify
 from yota.ir.autodiff import vjp
 from yota.ir.passes import PIPELINE, dynorder, fuse, optimize

@@ -1,4 +1,4 @@
-"""The llvm backend's fork-join pool (``backends/llvm/pool.py``), driven directly through
+"""The llvm backend's fork-join pool (``backends/llvm/runtime/pool.py``), driven directly through
 ``yota_parallel`` with Python callbacks as the chunk function, so that each test decides
 who does what and when (events, not timing): every chunk runs once on a slot below the
 job's; a helper that holds a chunk delays the job by that chunk only; a second job while
@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pytest
 from yota.backends import llvm as native
-from yota.backends.llvm import pool, pool_ir
-from yota.backends.llvm.target import host
+from yota.backends.llvm.runtime import pool, pool_ir
+from yota.backends.llvm.runtime.target import host
 
 import yota
 

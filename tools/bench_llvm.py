@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from bench.workloads import MLP, hand_w2, hand_w3, loss_w2, loss_w3, w3
 from yota.backends import llvm as native
-from yota.backends.llvm.target import host
+from yota.backends.llvm.runtime.target import host
 from yota.ir import run
 from yota.ir.autodiff import vjp
 from yota.ir.passes import optimize

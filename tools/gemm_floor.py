@@ -9,7 +9,7 @@ gradient (forward, weight gradients, and input gradients from the second layer o
 FLOPs that bound counts) three ways, interleaved, median over rounds:
 
 - ``1 thread``: the whole product in one call of Yota's own OpenBLAS instance
-  (``backends/llvm/blas.py``, single-threaded);
+  (``backends/llvm/runtime/blas.py``, single-threaded);
 - ``2 threads, ideal``: the same kernels on two halves (rows or columns of C, the faster
   split), started together by two threads that spin on a shared word (a small C helper
   compiled here with ``cc``): no scheduler, no tiles, no pool, so no split of this product
@@ -202,8 +202,8 @@ def main() -> None:
     from bench.machine import measure_limits
     from bench.systems import prepare_yota
     from bench.workloads import find
-    from yota.backends.llvm import blas, pool
-    from yota.backends.llvm.target import host
+    from yota.backends.llvm.runtime import blas, pool
+    from yota.backends.llvm.runtime.target import host
 
     import yota
 

@@ -46,7 +46,7 @@ def main() -> None:
                    help="then S seconds of each system's calls back to back, with the "
                         "scheduler's account of each thread per call (Linux)")
     args = p.parse_args()
-    from yota.backends.llvm import pool
+    from yota.backends.llvm.runtime import pool
 
     import yota
 

@@ -88,7 +88,7 @@ def _llvm(fn: object) -> str:
 def _llvm_threads(fn: object) -> str:
     """Every kernel split over 3 threads (the chunk runners and partial reductions)."""
     from yota.backends.llvm import _options, lower_module
-    from yota.backends.llvm.target import host
+    from yota.backends.llvm.runtime.target import host
 
     opts = _options(3, 0.0)
     return str(lower_module(fn, host(), opts).module)  # type: ignore[arg-type]
@@ -110,7 +110,7 @@ POOL_TRIPLES = ("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu", "x86_64
 def runtime_modules() -> Iterator[tuple[str, str]]:
     """(label, LLVM IR) of the llvm backend's runtime modules: the pool (``pool._ir``)
     for each of ``POOL_TRIPLES``, without BLAS, with BLAS unsplit and with tiled GEMMs."""
-    from yota.backends.llvm import pool
+    from yota.backends.llvm.runtime import pool
 
     for triple in POOL_TRIPLES:
         for blas, tiles in ((False, False), (True, False), (True, True)):

@@ -88,8 +88,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "hessian": ("yota.jacobians", "hessian"),
     "vmap": ("yota.vmapping", "vmap"),  # batching: per-example programs as one
     # the native backend's threads per job (default: YOTA_NUM_THREADS, else the cores)
-    "set_num_threads": ("yota.backends.llvm.pool", "set_num_threads"),
-    "num_threads": ("yota.backends.llvm.pool", "num_threads"),
+    "set_num_threads": ("yota.backends.llvm.runtime.pool", "set_num_threads"),
+    "num_threads": ("yota.backends.llvm.runtime.pool", "num_threads"),
 }
 # submodules named like the function they define: the package attribute is the function
 _SHADOWED = {name for name, (mod, attr) in _LAZY.items() if mod == f"yota.{name}" and attr}

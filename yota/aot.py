@@ -433,7 +433,7 @@ HIDDEN void yota_dgemm(int32_t o, int32_t ta, int32_t tb, int64_t m, int64_t n, 
 
 
 def c_shim(lib: str, descs: list[dict[str, Any]]) -> str:
-    from yota.backends.llvm.lapack import aot_shim
+    from yota.backends.llvm.runtime.lapack import aot_shim
 
     parts = [SHIM_HEAD.replace("@LIB@", lib), aot_shim(lib)]
     for d in descs:

@@ -106,7 +106,8 @@ class GradientResult:
     ``g[i]``; ``g.flat[i]`` is the flat ``{field path: gradient}`` view."""
 
     __slots__ = ("_grads", "_fn", "_argnames", "_plan", "__weakref__")  # (the native fast
-    # path makes instances with these fields: backends/llvm/pyentry.py, Plan.new_object)
+    # path makes instances with these fields: backends/llvm/runtime/pyentry.py,
+    # Plan.new_object)
 
     def __init__(self, grads: list[Any], fn: Function | Program, argnames: Sequence[str],
                  plan: UnpackPlan | None = None) -> None:

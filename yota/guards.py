@@ -198,7 +198,7 @@ def _short(v: Any) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
-# -- the same checks in a native plan (backends/llvm/pyentry.py) ---------------------------
+# -- the same checks in a native plan (backends/llvm/runtime/pyentry.py) -------------------
 def native_reads(plan: Any, reads: Sequence[Read], captured: Sequence[Any], f: Any,
                  ins: Sequence[tuple[tuple[int, ...], Any]], first: int) -> bool:
     """Add to ``plan`` (a ``pyentry.Plan`` whose register 0 holds function ``f``, checked

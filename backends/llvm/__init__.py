@@ -50,10 +50,12 @@ GEMM calls, matmul loops, indexing, arg-reductions, guards, calls, pad, concaten
 ``lapack``: the np.linalg ops as LAPACK calls),
 ``kernel`` renders loop kernels as vectorized loop nests (``vecmath``: elementwise ops
 and libmvec transcendentals), ``lower`` builds the functions (and splits large kernels
-over the helper threads of ``pool``), ``module`` adds the entry points, ``jit``
-optimizes, emits object code and loads it, ``runtime`` is the calling side, ``target``
-describes the host and binds the external symbols (libmvec, OpenBLAS's GEMMs and LAPACK
-routines, the pool).
+over the helper threads of the pool), ``module`` adds the entry points. ``runtime/``
+holds what loading and running the code needs, without the code generator: the host
+``target`` and the external symbols, the ``jit`` (optimize, emit object code, load it),
+Yota's own ELF loader, the calling side (``executable``), the native Python entry, the
+helper pool, and the BLAS and LAPACK bindings. ``exported`` is what other backends (mlir)
+use of this one.
 """
 
 from __future__ import annotations
@@ -66,9 +68,10 @@ from yota.ir.verifier import maybe_verify
 
 from ..failures import IndexOutOfRange
 from .abi import ENTRY, ENTRY_OBJ, PAR_WORK
-from .jit import emit_object, load_object, optimize, set_object_cache
-from .runtime import Artifact, LLVMExecutable, ProfiledExecutable
-from .target import host
+from .runtime.executable import Artifact, LLVMExecutable, ProfiledExecutable
+from .runtime.jit import emit_object, load_object, optimize, set_object_cache
+from .runtime.symbols import bind_callback, ensure_runtime  # noqa: F401 (mlir binds it)
+from .runtime.target import host
 
 if TYPE_CHECKING:
     from .lower import Options
@@ -129,29 +132,7 @@ def compile(fn: Function, *, threads: int | None = None, par_work: float | None 
 def _load(obj: bytes, target: Any) -> Any:
     """Load object code, with the helper-thread pool it may call bound (first, or when the
     code refers to it: ``jit.load_object``)."""
-    return load_object(obj, target, [ENTRY, ENTRY_OBJ], _ensure_runtime)
-
-
-def _ensure_runtime() -> None:
-    """Bind the helper pool's symbols (once per process: ``pool.ensure_pool``)."""
-    from . import objload, pool
-
-    bind_callback()
-    pool.ensure_pool()
-    for name, addr in getattr(pool, "_addresses", {}).items():
-        if name not in objload.SYMBOLS:  # bound for MCJIT only (llvm.add_symbol)
-            objload.bind(name, addr)
-
-
-def bind_callback() -> None:
-    """Bind ``yota_callback`` (opaque primitives' calls out to Python, ``backends/callback``)
-    for native code, once per process, without importing the code generator."""
-    from .. import callback
-    from .objload import SYMBOLS
-    from .target import bind_symbol
-
-    if callback.SYMBOL not in SYMBOLS:
-        bind_symbol(callback.SYMBOL, callback.ADDRESS)
+    return load_object(obj, target, [ENTRY, ENTRY_OBJ], ensure_runtime)
 
 
 def _options(threads: int | None, par_work: float | None = None) -> Options:
@@ -163,7 +144,7 @@ def _options(threads: int | None, par_work: float | None = None) -> Options:
 
 def _threads(threads: int | None) -> int:
     """The ``threads`` option: as given, else the pool's setting (``pool.num_threads``)."""
-    from .pool import num_threads
+    from .runtime.pool import num_threads
 
     return num_threads() if threads is None else max(1, int(threads))
 
@@ -179,7 +160,7 @@ def llvm_ir(fn: Function, optimized: bool = False, *, threads: int | None = None
 
 def assembly(fn: Function, *, threads: int | None = None) -> str:
     """The host assembly of ``fn``'s optimized module."""
-    from .jit import emit_assembly
+    from .runtime.jit import emit_assembly
 
     target = host()
     return emit_assembly(optimize(llvm_ir(fn, threads=threads), target), target)

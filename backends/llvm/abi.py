@@ -1,5 +1,5 @@
 """Names and defaults that both the code generator (``module.py``, ``lower.py``) and the
-loading side (``__init__.py``, ``runtime.py``) use, in a module that imports nothing, so
+loading side (``__init__.py``, ``runtime/``) use, in a module that imports nothing, so
 that loading a cached program does not import the code generator."""
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ def packed(nptr: int) -> bool:
     return nptr > MAX_CALL_ARGS
 PAR_WORK = 2e6  # kernel work (element-operations) above which a kernel is split
 
-# The fork-join pool (``pool.py`` loads it, ``pool_ir.py`` builds it): generated code
-# calls ``void yota_parallel(void (*chunks)(ptr ctx, i64 slot), ptr ctx, i64 nslots)``
-# and, for large products, the tiled GEMMs: CBLAS's arguments, then TILE_EXTRA more
+# The fork-join pool (``runtime/pool.py`` loads it, ``runtime/pool_ir.py`` builds it):
+# generated code calls
+# ``void yota_parallel(void (*chunks)(ptr ctx, i64 slot), ptr ctx, i64 nslots)`` and, for
+# large products, the tiled GEMMs: CBLAS's arguments, then TILE_EXTRA more
 # (nbatch, the batch strides of A, B and C, axis, step, nslots; emit.py passes them).
 POOL_SYMBOL = "yota_parallel"
 POOL_THREADS = "yota_pool_threads"  # void (i64 n): the most threads a job may use

@@ -2,8 +2,8 @@
 of native code into Python: ``i32 yota_callback(ptr description, ptr pointers)``
 (``backends/callback.py``), the description a constant string of the module, the
 operands' and results' addresses in a stack array. The symbol is bound by name when code
-is loaded (``llvm.bind_callback``, called by the llvm runtime's set-up and by the MLIR
-runtime), so the object code holds no address and stays cacheable. A nonzero return
+is loaded (``runtime/symbols.bind_callback``, called by the llvm runtime's set-up and by
+the MLIR runtime), so the object code holds no address and stays cacheable. A nonzero return
 stops the program with the op's ``"callback"`` failure record: the kept Python exception
 is raised as a ``CallbackError`` with the user's line.
 
@@ -19,8 +19,8 @@ from yota.ir.core import Op
 
 from .. import callback as host
 from ..lowering import Emitter
-from . import bind_callback
 from .lower import FnGen
+from .runtime.symbols import bind_callback
 from .types import I8, I32, I64, PTR, declare, i64
 
 

@@ -18,12 +18,12 @@ from ..failures import guard_record, index_record
 from ..kernel import Kernel, fill_kernel
 from ..layout import Loc
 from ..lowering import KernelArgs
+from .abi import GEMM_TILES, TILE_EXTRA
 from .callback import CALLBACK_EMITTERS
 from .lapack import LAPACK_EMITTERS
 from .layout import blas_matrix
 from .loops import linear, loop, nest
 from .lower import FnGen
-from .pool import GEMM_TILES, TILE_EXTRA
 from .types import F32, F64, I1, I32, I64, PTR, declare, i64, mem_type, reg_type
 
 EMITTERS, emitter = new_table()
@@ -70,7 +70,7 @@ def _matmul(g: FnGen, op: Op) -> None:
 
 
 # A GEMM (or a batch of them) of at least this many multiply-adds is split into tiles over
-# Yota's helper pool (pool.py's yota_<s|d>gemm_tiles); each tile gets at least
+# Yota's helper pool (runtime/pool.py's yota_<s|d>gemm_tiles); each tile gets at least
 # GEMM_TILE_MACS of them and there are up to GEMM_TILES_PER_THREAD tiles per thread,
 # claimed dynamically; a batch is split by whole matrices first. Each tile repacks the
 # operand it shares with the others (128x784x512 f32 on one thread: 1.04 ms whole,

@@ -25,7 +25,7 @@ import numpy as np
 from ..kernel import COMBINE_OP, Access, Kernel, identity
 from . import special as _special  # noqa: F401 (registers the special functions' emitters)
 from .loops import loop
-from .target import Target
+from .runtime.target import Target
 from .types import I1, I32, I64, PTR, VOID, const, i64, intrinsic, mem_type, vec
 from .vecmath import ELEMENTWISE, TRANSCENDENTAL, VCtx
 

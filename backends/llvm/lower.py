@@ -26,11 +26,10 @@ from yota.ir.core import Function, Op
 from ..kernel import Access, Kernel, combine_kernel, fill_kernel, identity, normalize, rebase
 from ..layout import Loc
 from ..lowering import Emitter, FnLowering, KernelArgs
-from .abi import PAR_WORK  # kernel work above which a kernel is split
+from .abi import PAR_WORK, POOL_SYMBOL  # PAR_WORK: kernel work above which one is split
 from .kernel import build, work
 from .layout import build_layout
-from .pool import SYMBOL as POOL_SYMBOL
-from .target import Target
+from .runtime.target import Target
 from .types import I8, I32, I64, PTR, VOID, declare, i64, mem_type
 
 # The most code of one LLVM function (FnGen's segments), counted as its ops' sizes: one
@@ -324,9 +323,9 @@ class FnGen(FnLowering):
                     slots: list[list[ir.Value]], step: int, d0: int, nchunks: int,
                     threads: int | None = None, per_chunk: bool = False) -> None:
         """Run ``kfn`` over chunks of axis 0 that this thread and up to ``threads - 1``
-        (default: one per slot) of the pool's helpers (``pool.py``) claim one at a time;
-        ``slots``: each slot's extra pointers, or ``per_chunk`` each chunk's. Returns
-        when all are done."""
+        (default: one per slot) of the pool's helpers (``runtime/pool.py``) claim one at a
+        time; ``slots``: each slot's extra pointers, or ``per_chunk`` each chunk's.
+        Returns when all are done."""
         b, ab = self.b, self.ab
         nextra = len(slots[0])
         chunks = self.mg.chunk_runner(kfn, len(params), nextra, per_chunk)

@@ -20,7 +20,7 @@ from .abi import ENTRY, ENTRY_OBJ, packed  # defined there for the loading side
 from .emit import EMITTERS
 from .loops import loop
 from .lower import FnGen, ModuleGen, Options
-from .target import ARRAY_ABI, Target
+from .runtime.target import ARRAY_ABI, Target
 from .types import I1, I8, I32, I64, PTR, i64
 
 

@@ -11,8 +11,8 @@ sum) goes to ``part``, the chunk's running result: the block function's kernels 
 the block's rows to it (``BlockGen``), or, where its layout computes that output
 elsewhere and copies it, the block's result is combined into ``part`` after the block.
 
-Chunks of whole blocks are claimed by this thread and the pool's helpers (``pool.py``,
-as a split kernel's chunks are); each thread has its own workspace, each chunk its own
+Chunks of whole blocks are claimed by this thread and the pool's helpers
+(``runtime/pool.py``, as a split kernel's chunks are); each thread has its own workspace, each chunk its own
 partial results, combined into the outputs in chunk order at the end (so the sums are
 the same in every run, whichever thread took which chunk).
 """

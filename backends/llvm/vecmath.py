@@ -21,7 +21,7 @@ from typing import Any
 import llvmlite.ir as ir
 import numpy as np
 
-from .target import Target, mvec_has
+from .runtime.target import Target, mvec_has
 from .types import I32, const, declare, intrinsic, reg_type, vec
 
 MVEC_LANES = {"e": 16, "d": 8, "b": 4}  # float32 lanes per ISA; float64 has half

@@ -126,7 +126,7 @@ class NativeOps:
     def __init__(self) -> None:
         from ..llvm.emit import EMITTERS
         from ..llvm.lower import ModuleGen, Options
-        from ..llvm.target import host
+        from ..llvm.runtime.target import host
 
         self.mg = ModuleGen(host(), Options(threads=1), EMITTERS,
                             lir.Module(name="yota.mlir.linalg"))
@@ -141,7 +141,7 @@ class NativeOps:
         ``{i32, i64} NAME(ptr inputs..., ptr outputs...)``; ``register(record) -> code``
         numbers a failure record in the MLIR module."""
         from ..llvm.lower import FnGen
-        from ..llvm.runtime import WS_ALIGN
+        from ..llvm.runtime.executable import WS_ALIGN
         from ..llvm.types import I8, I32, I64, PTR, declare, i64
 
         ins = [Value(v.type) for v in op.operands]

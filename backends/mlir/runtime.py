@@ -16,13 +16,13 @@ import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import YotaError
 
-from ..llvm.jit import emit_object, load_object
-from ..llvm.jit import optimize as _optimize
 from ..llvm.loops import loop
 from ..llvm.module import ENTRY, ENTRY_OBJ, _array_entry
-from ..llvm.runtime import Artifact as LLVMArtifact
-from ..llvm.runtime import LLVMExecutable
-from ..llvm.target import host, init
+from ..llvm.runtime.executable import Artifact as LLVMArtifact
+from ..llvm.runtime.executable import LLVMExecutable
+from ..llvm.runtime.jit import emit_object, load_object
+from ..llvm.runtime.jit import optimize as _optimize
+from ..llvm.runtime.target import host, init
 from ..llvm.types import I32, I64, PTR, declare, i64, reg_type
 from . import tools
 from .render import executable
@@ -222,7 +222,7 @@ def vector_variants(ll: str, target: Any) -> str:
     functions the module calls (``vector-function-abi-variant``, as clang's
     ``-fveclib=libmvec`` does), so loops over ``tanh``/``exp``... are vectorized with
     the same vector math as the llvm backend's kernels."""
-    from ..llvm.target import mvec_has
+    from ..llvm.runtime.target import mvec_has
 
     decls, used = [], []
 

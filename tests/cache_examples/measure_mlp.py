@@ -69,8 +69,8 @@ def child(mode):
     gfn = pipeline.grad_ir(tape, fn=fn)
     clock.stop("differentiate+optimize")
     from yota.backends import llvm
-    from yota.backends.llvm.pool import ensure_pool
-    from yota.backends.llvm.target import host
+    from yota.backends.llvm.runtime.pool import ensure_pool
+    from yota.backends.llvm.runtime.target import host
 
     host()
     ensure_pool()
@@ -108,7 +108,7 @@ def warm_phases(r, clock, tape, fn, args):
 
     llvm = get_backend("llvm")
     cache = lookup._usable_cache(llvm)  # the backend's object cache set: host memo, pool
-    from yota.backends.llvm.target import host
+    from yota.backends.llvm.runtime.target import host
 
     host()
     clock.stop("backend init (import backend, host from its memo: no llvmlite)")

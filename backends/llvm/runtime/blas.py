@@ -1,4 +1,8 @@
-"""Yota's own BLAS instance: a separate copy of OpenBLAS whose threading Yota controls.
+"""The BLAS and LAPACK that generated code calls: Yota's own OpenBLAS instance, and the
+routines' addresses under Yota's names (``yota_sgemm``, ``yota_dpotrf``...), which the
+loaders bind (``bind_libraries``; the routines' calling facts: ``lapack.py``).
+
+Yota's own BLAS instance: a separate copy of OpenBLAS whose threading Yota controls.
 
 NumPy's bundled OpenBLAS runs its GEMMs on its own worker threads, which busy-wait for
 work; when other processes keep the cores busy those workers are descheduled and every
@@ -13,8 +17,8 @@ file name, so it is a separate instance with its own thread pool and settings), 
 one thread: Yota splits large GEMMs itself into tiles that its own helper pool
 (``pool.py``) and the calling thread claim one at a time, so a descheduled helper delays
 at most one tile. Generated code reaches the library by the names ``yota_sgemm`` etc.
-(``target.py`` binds them), so compiled objects stay cacheable; without the wheel the
-names are bound to NumPy's library and GEMMs run unsplit, as before.
+(``bind_libraries`` binds them), so compiled objects stay cacheable; without the wheel
+the names are bound to NumPy's library and GEMMs run unsplit, as before.
 
 ``YOTA_OWN_BLAS=0`` turns the own instance off (NumPy's library is used).
 """
@@ -26,9 +30,25 @@ import importlib.util
 import os
 from functools import cache
 
+import numpy as np
+
+from . import objload
+
 WHEEL = "scipy_openblas64"
 LIBRARY = "libscipy_openblas64_.so"
 ENV_THREADS = "OPENBLAS_NUM_THREADS"  # read by OpenBLAS while it loads
+
+# Generated code calls these; the loaders bind them by name (objload.bind, llvm.add_symbol).
+BLAS_SYMBOLS: dict[str, tuple[str, ...]] = {
+    "yota_sgemm": ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm"),
+    "yota_dgemm": ("scipy_cblas_dgemm64_", "cblas_dgemm64_", "cblas_dgemm"),
+}
+# The LAPACK routines the llvm backend's ``lapack.py`` calls (Fortran ABI, ILP64: 64-bit
+# integers by reference), bound the same way: ``yota_<s|d><routine>`` -> the library's
+# name for it (their calling facts: ``lapack.py`` here).
+LAPACK_ROUTINES = ("potrf", "trsm", "getrf", "gesv", "syevd", "gesdd", "geqrf", "orgqr")
+LAPACK_SYMBOLS: dict[str, tuple[str, ...]] = {f"yota_{p}{r}": (f"scipy_{p}{r}_64_", f"{p}{r}_64_")
+                  for p in "sd" for r in LAPACK_ROUTINES}
 
 
 def _path() -> str | None:
@@ -100,3 +120,72 @@ def single_threaded() -> bool:
     instance, so that concurrent tile calls from Yota's helpers are the way to use
     several cores."""
     return own_library() is not None
+
+
+# -- the routines by Yota's names ----------------------------------------------------------
+def _libraries() -> list[str]:
+    """Yota's own single-threaded OpenBLAS when installed, then NumPy's bundled OpenBLAS
+    (the library its ``np.linalg`` already loaded)."""
+    own = own_library()
+    root = os.path.dirname(np.__file__)
+    bundled = sorted(_openblas_files(os.path.join(root, "..", "numpy.libs"))
+                     + _openblas_files(os.path.join(root, ".libs")))
+    return ([own] if own else []) + bundled
+
+
+def _openblas_files(folder: str) -> list[str]:
+    """The files of ``folder`` that ``glob`` pattern ``*openblas*.so*`` matches (names
+    with "openblas" and after it ".so", not hidden), without compiling the pattern."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in names if not n.startswith(".")
+            and (i := n.find("openblas")) >= 0 and n.find(".so", i + 8) >= 0]
+
+
+def _find(table: dict[str, tuple[str, ...]]) -> dict[str, int] | None:
+    """Addresses of every routine of ``table`` (our name -> the library's names) in the
+    first bundled library that has them all, by our own names; None if none has."""
+    for path in _libraries():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        found: dict[str, int] = {}
+        for ours, names in table.items():
+            for n in names:
+                addr = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value \
+                    if hasattr(lib, n) else None
+                if addr:
+                    found[ours] = addr
+                    break
+        if len(found) == len(table):
+            return found
+    return None
+
+
+@cache
+def blas_addresses() -> dict[str, int] | None:
+    """Addresses of the GEMMs of the OpenBLAS that NumPy loaded, by our own names."""
+    return _find(BLAS_SYMBOLS)
+
+
+@cache
+def lapack_addresses() -> dict[str, int] | None:
+    """Addresses of the LAPACK routines of the OpenBLAS that NumPy loaded (all or none),
+    by our own names: also what ``lapack.query`` calls at compile time for workspace sizes."""
+    return _find(LAPACK_SYMBOLS)
+
+
+def lapack_address(name: str) -> int | None:
+    """The address of ``yota_<s|d><routine>`` in this process (compile-time queries only:
+    generated code reaches it by name)."""
+    return (lapack_addresses() or {}).get(name)
+
+
+def bind_libraries() -> None:
+    """Record the BLAS and LAPACK routines' addresses under Yota's names (objload's
+    table; ``target.init`` hands the table to LLVM)."""
+    for name, addr in {**(blas_addresses() or {}), **(lapack_addresses() or {})}.items():
+        objload.bind(name, addr)

@@ -155,9 +155,12 @@ def cached_object(text: str, target: Target, level: int = 3) -> bytes:
 # under the SHA-256 of those, so a later process finds it without building the IR (no
 # llvmlite.binding, no IR building) and loads it with ``objload``.
 def package_sources() -> list[str]:
-    """The backend package's source files (what can shape a runtime module's IR)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return [os.path.join(here, n) for n in sorted(os.listdir(here)) if n.endswith(".py")]
+    """The backend package's source files, ``runtime/`` included (what can shape a
+    runtime module's IR)."""
+    runtime = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(runtime)
+    return [os.path.join(d, n) for d in (here, runtime) for n in sorted(os.listdir(d))
+            if n.endswith(".py")]
 
 
 def runtime_key(spec: dict[str, Any], sources: list[str], target: Target,

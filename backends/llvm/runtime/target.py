@@ -1,8 +1,7 @@
-"""The host target: LLVM set-up, target machines, and the external symbols generated code
-reaches *by name* (never by a baked-in address): glibc's vector math library (libmvec),
-BLAS GEMMs from NumPy's bundled OpenBLAS (as ``yota_sgemm``/``yota_dgemm``), the LAPACK
-routines of that same library (as ``yota_dpotrf``, ``yota_sgesdd``...: ``LAPACK_SYMBOLS``,
-used by ``lapack.py``), and libc's ``pthread_create``/``pthread_join``.
+"""The host target: LLVM set-up, target machines, and how generated code's external
+symbols are found *by name* (never by a baked-in address): the names Yota binds (BLAS and
+LAPACK from OpenBLAS, ``blas.py``; the pool, ``pool.py``; callbacks), glibc's vector math
+library (libmvec), and the process's own (libc's).
 
 ``host()`` describes the machine once per process; ``Target.key()`` is what a cache key
 needs (object code built for one CPU can SIGILL on another).
@@ -21,9 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from . import objload
+from .blas import bind_libraries, blas_addresses, lapack_addresses
 
 if TYPE_CHECKING:
     import llvmlite.binding as llvm
@@ -34,17 +32,6 @@ if TYPE_CHECKING:
 ARRAY_ABI = {"data": 16, "nd": 24, "dims": 32, "flags": 64, "need": 0x1 | 0x100}
 _lock = threading.Lock()
 _ready = False
-
-# Generated code calls these; the loaders bind them by name (objload.bind, llvm.add_symbol).
-BLAS_SYMBOLS: dict[str, tuple[str, ...]] = {
-    "yota_sgemm": ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "cblas_sgemm"),
-    "yota_dgemm": ("scipy_cblas_dgemm64_", "cblas_dgemm64_", "cblas_dgemm"),
-}
-# The LAPACK routines ``lapack.py`` calls (Fortran ABI, ILP64: 64-bit integers by
-# reference), bound the same way: ``yota_<s|d><routine>`` -> the library's name for it.
-LAPACK_ROUTINES = ("potrf", "trsm", "getrf", "gesv", "syevd", "gesdd", "geqrf", "orgqr")
-LAPACK_SYMBOLS: dict[str, tuple[str, ...]] = {f"yota_{p}{r}": (f"scipy_{p}{r}_64_", f"{p}{r}_64_")
-                  for p in "sd" for r in LAPACK_ROUTINES}
 
 
 class Target:
@@ -177,8 +164,8 @@ def host() -> Target:
     except AttributeError:  # pragma: no cover - non-Linux
         ncpu = os.cpu_count() or 1
     bind_libraries()
-    return Target(desc["triple"], desc["cpu"], flat, bits, isas, _blas() is not None,
-                  _lapack() is not None, max(1, min(ncpu, 8)), desc["llvm"],
+    return Target(desc["triple"], desc["cpu"], flat, bits, isas, blas_addresses() is not None,
+                  lapack_addresses() is not None, max(1, min(ncpu, 8)), desc["llvm"],
                   desc["llvmlite"])
 
 
@@ -292,73 +279,3 @@ def _mvec_name() -> str | None:
 def mvec_has(symbol: str) -> bool:
     lib = _mvec()
     return lib is not None and hasattr(lib, symbol)
-
-
-def _libraries() -> list[str]:
-    """Yota's own single-threaded OpenBLAS (``blas.py``) when installed, then NumPy's
-    bundled OpenBLAS (the library its ``np.linalg`` already loaded)."""
-    from .blas import own_library
-
-    own = own_library()
-    root = os.path.dirname(np.__file__)
-    bundled = sorted(_openblas_files(os.path.join(root, "..", "numpy.libs"))
-                     + _openblas_files(os.path.join(root, ".libs")))
-    return ([own] if own else []) + bundled
-
-
-def _openblas_files(folder: str) -> list[str]:
-    """The files of ``folder`` that ``glob`` pattern ``*openblas*.so*`` matches (names
-    with "openblas" and after it ".so", not hidden), without compiling the pattern."""
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return []
-    return [os.path.join(folder, n) for n in names if not n.startswith(".")
-            and (i := n.find("openblas")) >= 0 and n.find(".so", i + 8) >= 0]
-
-
-def _find(table: dict[str, tuple[str, ...]]) -> dict[str, int] | None:
-    """Addresses of every routine of ``table`` (our name -> the library's names) in the
-    first bundled library that has them all, by our own names; None if none has."""
-    for path in _libraries():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        found: dict[str, int] = {}
-        for ours, names in table.items():
-            for n in names:
-                addr = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value \
-                    if hasattr(lib, n) else None
-                if addr:
-                    found[ours] = addr
-                    break
-        if len(found) == len(table):
-            return found
-    return None
-
-
-@cache
-def _blas() -> dict[str, int] | None:
-    """Addresses of the GEMMs of the OpenBLAS that NumPy loaded, by our own names."""
-    return _find(BLAS_SYMBOLS)
-
-
-@cache
-def _lapack() -> dict[str, int] | None:
-    """Addresses of the LAPACK routines of the OpenBLAS that NumPy loaded (all or none),
-    by our own names: also what ``lapack.py`` calls at compile time for workspace sizes."""
-    return _find(LAPACK_SYMBOLS)
-
-
-def lapack_address(name: str) -> int | None:
-    """The address of ``yota_<s|d><routine>`` in this process (compile-time queries only:
-    generated code reaches it by name)."""
-    return (_lapack() or {}).get(name)
-
-
-def bind_libraries() -> None:
-    """Record the BLAS and LAPACK routines' addresses under Yota's names (objload's
-    table; ``init`` hands the table to LLVM)."""
-    for name, addr in {**(_blas() or {}), **(_lapack() or {})}.items():
-        objload.bind(name, addr)

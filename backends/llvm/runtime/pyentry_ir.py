@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 
+from ..types import F32, F64, I1, I8, I32, I64, PTR, VOID, i64
 from .pyabi import (
     ARRAY,
     ARRAY_DESCR,
@@ -54,7 +55,6 @@ from .pyabi import (
     WEAKREF_OBJECT,
 )
 from .target import ARRAY_ABI
-from .types import F32, F64, I1, I8, I32, I64, PTR, VOID, i64
 
 _TYPES = {"p": PTR, "i": I32, "l": I64, "d": F64, "v": VOID}
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 
-from .abi import GEMM_TILES, POOL_RESET, POOL_STATS, POOL_SYMBOL, POOL_THREADS, TILE_EXTRA
-from .types import F32, F64, I1, I8, I32, I64, PTR, VOID, declare, i64
+from ..abi import GEMM_TILES, POOL_RESET, POOL_STATS, POOL_SYMBOL, POOL_THREADS, TILE_EXTRA
+from ..types import F32, F64, I1, I8, I32, I64, PTR, VOID, declare, i64
 
 (GEN, ACTIVE, OPEN, NEXT, FN, CTX, NSLOTS, BUSY, HELPERS, SLEEPERS, WAITING, CAP,
  N_JOBS, N_ALONE, N_JOINED) = range(15)

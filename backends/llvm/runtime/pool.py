@@ -50,8 +50,8 @@ import threading
 
 from yota.ir.errors import YotaError
 
-from .abi import GEMM_TILES, POOL_RESET, POOL_STATS, POOL_THREADS, TILE_EXTRA
-from .abi import POOL_SYMBOL as SYMBOL
+from ..abi import GEMM_TILES, POOL_RESET, POOL_STATS, POOL_THREADS, TILE_EXTRA
+from ..abi import POOL_SYMBOL as SYMBOL
 from .blas import single_threaded
 from .jit import runtime_module
 from .target import host

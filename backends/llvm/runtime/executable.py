@@ -22,15 +22,15 @@ import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import SignatureError, YotaError
 
-from ..artifact import Artifact as BaseArtifact
-from ..failures import raise_failure
-from ..signature import check_arity, check_input
-from .abi import ENTRY, ENTRY_OBJ, packed
+from ...artifact import Artifact as BaseArtifact
+from ...failures import raise_failure
+from ...signature import check_arity, check_input
+from ..abi import ENTRY, ENTRY_OBJ, packed
 from .jit import Loaded, cfunc
 from .target import ARRAY_ABI, Target
 
 if TYPE_CHECKING:
-    from ..program import StepTimes
+    from ...program import StepTimes
 
 WS_ALIGN = 64
 
@@ -363,7 +363,7 @@ class ProfiledExecutable(LLVMExecutable):
         finally:
             t1 = time.monotonic_ns()
             got = ev.copy()
-            from ..program import StepTimes  # (profiling only: not imported to load)
+            from ...program import StepTimes  # (profiling only: not imported to load)
 
             times = StepTimes(t0, t1, got[0::2], got[1::2])
             self._pool.append(ws)
