@@ -1,8 +1,10 @@
 """The repository's static checks, run with the tests (so `.ci/run`, which runs the
 README's test command, runs them too): ruff (style, bugs, complexity at most 12), mypy
 over ir/, backends/ and yota/ (zero errors; settings in pyproject.toml), and
-import-linter's contracts (layers yota -> backends -> ir, no import cycles among the
-modules of any package, the IR's core <-> printer pair excepted)."""
+import-linter's contracts (layers yota -> backends -> ir; in the llvm backend, the code
+generator over its runtime; the mlir backend reaching llvm only through what llvm exports
+for it; no import cycles among the modules of any package, the IR's core <-> printer pair
+excepted)."""
 
 from __future__ import annotations
 

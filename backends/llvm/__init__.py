@@ -70,7 +70,7 @@ from ..failures import IndexOutOfRange
 from .abi import ENTRY, ENTRY_OBJ, PAR_WORK
 from .runtime.executable import Artifact, LLVMExecutable, ProfiledExecutable
 from .runtime.jit import emit_object, load_object, optimize, set_object_cache
-from .runtime.symbols import bind_callback, ensure_runtime  # noqa: F401 (mlir binds it)
+from .runtime.symbols import ensure_runtime
 from .runtime.target import host
 
 if TYPE_CHECKING:

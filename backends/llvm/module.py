@@ -39,13 +39,13 @@ def lower_module(fn: Function, target: Target, options: Options) -> ModuleGen:
         for k, p in enumerate(list(entry.args) + [entry.args[-1]]):  # status = workspace
             b.store(p, b.gep(slots, [i64(0), i64(k)], inbounds=True))
     b.ret(b.call(main, [slots]))
-    _array_entry(mg, fn, entry, pack)
+    array_entry(mg, fn, entry, pack)
     mg.ws_bytes = ws  # type: ignore[attr-defined]
     return mg
 
 
-def _array_entry(mg: ModuleGen, fn: Function, entry: ir.Function, pack: bool = False
-                 ) -> None:
+def array_entry(mg: ModuleGen, fn: Function, entry: ir.Function, pack: bool = False
+                ) -> None:
     """``i32 yota_main_arrays(PyArrayObject* in0, ..., out0, ..., ptr workspace)``: reads
     each array's data pointer itself (cheaper than any way Python has to get it) after
     checking that an input has the expected shape and is C-contiguous and aligned;

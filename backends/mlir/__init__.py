@@ -71,7 +71,7 @@ def lowered(fn: Function) -> str:
     ``PIPELINE`` (float matrix products as calls of ``yota_mlir_gemm_N``, which
     ``compile`` defines on the llvm backend's BLAS; LAPACK-level ops as calls of
     ``yota_linalg_<op>_<dtype>..._K``, which it defines by the llvm backend's lowering)."""
-    from ..llvm.runtime.target import host
+    from ..llvm.exported import host
 
     return tools.lower(executable(fn, blas=host().blas)[0])
 

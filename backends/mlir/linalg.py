@@ -124,9 +124,7 @@ class NativeOps:
     lowering into one LLVM module (``module``) that the runtime links in."""
 
     def __init__(self) -> None:
-        from ..llvm.emit import EMITTERS
-        from ..llvm.lower import ModuleGen, Options
-        from ..llvm.runtime.target import host
+        from ..llvm.exported import EMITTERS, ModuleGen, Options, host
 
         self.mg = ModuleGen(host(), Options(threads=1), EMITTERS,
                             lir.Module(name="yota.mlir.linalg"))
@@ -140,9 +138,7 @@ class NativeOps:
         """``op`` (the ``op_index``-th op of its function) as
         ``{i32, i64} NAME(ptr inputs..., ptr outputs...)``; ``register(record) -> code``
         numbers a failure record in the MLIR module."""
-        from ..llvm.lower import FnGen
-        from ..llvm.runtime.executable import WS_ALIGN
-        from ..llvm.types import I8, I32, I64, PTR, declare, i64
+        from ..llvm.exported import I8, I32, I64, PTR, WS_ALIGN, FnGen, declare, i64
 
         ins = [Value(v.type) for v in op.operands]
         outs = [Value(v.type) for v in op.results]

@@ -16,14 +16,27 @@ import numpy as np
 from yota.ir.core import Function
 from yota.ir.errors import YotaError
 
-from ..llvm.loops import loop
-from ..llvm.module import ENTRY, ENTRY_OBJ, _array_entry
-from ..llvm.runtime.executable import Artifact as LLVMArtifact
-from ..llvm.runtime.executable import LLVMExecutable
-from ..llvm.runtime.jit import emit_object, load_object
-from ..llvm.runtime.jit import optimize as _optimize
-from ..llvm.runtime.target import host, init
-from ..llvm.types import I32, I64, PTR, declare, i64, reg_type
+from ..llvm.exported import (
+    ENTRY,
+    ENTRY_OBJ,
+    I32,
+    I64,
+    PTR,
+    LLVMExecutable,
+    array_entry,
+    bind_callback,
+    declare,
+    emit_object,
+    host,
+    i64,
+    init,
+    load_object,
+    loop,
+    mvec_has,
+    reg_type,
+)
+from ..llvm.exported import Artifact as LLVMArtifact
+from ..llvm.exported import optimize as _optimize
 from . import tools
 from .render import executable
 
@@ -55,8 +68,6 @@ def bind_runtime() -> None:
     """Make MLIR's runtime helpers (``memrefCopy``) resolvable by the JIT (once)."""
     if _bound:
         return
-    from ..llvm import bind_callback
-
     bind_callback()  # yota_callback: opaque primitives' calls out to Python
     lib = tools.runtime_library()
     if lib is not None:
@@ -88,7 +99,7 @@ def llvm_module(fn: Function, text: str, gemms: Sequence[Gemm] = (),
     wrapper.triple = target.triple
     nptr = len(fn.inputs) + len(fn.outputs) + 1
     entry = lir.Function(wrapper, lir.FunctionType(I32, [PTR] * nptr), ENTRY)
-    _array_entry(SimpleNamespace(module=wrapper), fn, entry, False)  # type: ignore[arg-type]
+    array_entry(SimpleNamespace(module=wrapper), fn, entry, False)  # type: ignore[arg-type]
     for g in gemms:
         _gemm(wrapper, *g)
     _allocator(wrapper)
@@ -222,8 +233,6 @@ def vector_variants(ll: str, target: Any) -> str:
     functions the module calls (``vector-function-abi-variant``, as clang's
     ``-fveclib=libmvec`` does), so loops over ``tanh``/``exp``... are vectorized with
     the same vector math as the llvm backend's kernels."""
-    from ..llvm.runtime.target import mvec_has
-
     decls, used = [], []
 
     def one(m: re.Match[str]) -> str:
