@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import yota
+from yota import fastpath
 from yota.captured import discover
 
 grad_mod = importlib.import_module("yota.grad")
@@ -126,7 +127,7 @@ def _reset() -> Any:
     (they are found by their code) and no retrace warned yet."""
     global scale, k, s64, S, B
     grad_mod._static_cache.clear()
-    grad_mod._fast.clear()
+    fastpath.FAST.clear()
     importlib.import_module("yota.variants")._WARNED.clear()
     saved = (scale, k, s64, dict(cfg), obj.a, S.copy(), B.copy())
     yield
@@ -213,7 +214,7 @@ def test_a_value_that_keeps_changing_becomes_an_input(backend: str) -> None:
 
 def test_a_promoted_value_is_read_by_the_native_fast_path() -> None:
     _compiles(f_scale, np.ones(3), lambda i: _set("scale", 1.0 + i), n=4)
-    assert type(grad_mod._fast[id(f_scale)][1]).__name__ == "builtin_function_or_method"
+    assert type(fastpath.FAST[id(f_scale)][1]).__name__ == "builtin_function_or_method"
     hits = yota.stats.hits
     for v in (7.0, 8.0, 9.0):
         _set("scale", v)

@@ -1,4 +1,4 @@
-"""yota.grad's fast path for a repeated call (yota.grad._fast): the same results as the
+"""yota.grad's fast path for a repeated call (yota.fastpath): the same results as the
 general path, and every case it cannot answer (new shapes, dtypes or constants, failed
 guards, calls inside a trace, structures, floats) goes to the general path."""
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import yota
+from yota import fastpath
 
 grad_mod = importlib.import_module("yota.grad")
 
@@ -46,10 +47,10 @@ def test_repeated_calls_match_the_general_path(backend):
     x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
     if backend == "interp":
         yota.grad(f, x, w, backend="interp")
-        assert id(f) not in grad_mod._fast  # only yota.grad's default options
+        assert id(f) not in fastpath.FAST  # only yota.grad's default options
         return
     first = yota.grad(f, x, w)
-    assert id(f) in grad_mod._fast
+    assert id(f) in fastpath.FAST
     hits = yota.stats.hits
     second = yota.grad(f, x * 2, w)
     assert yota.stats.hits == hits + 1
@@ -137,10 +138,10 @@ def test_a_dead_function_leaves_no_entry():
     x = np.ones(3)
     yota.grad(f, x, x)
     key = id(f)
-    assert key in grad_mod._fast
+    assert key in fastpath.FAST
     del f
     gc.collect()
-    assert key not in grad_mod._fast
+    assert key not in fastpath.FAST
 
 
 def test_hits_between_retraces_reset_the_retrace_count():
@@ -170,7 +171,7 @@ def test_tuples_and_lists_of_arrays():
     e = np.array(2.0)
     for _ in range(3):
         same(yota.grad(g, ((w, b), [e]), (3, 2)), general(g, ((w, b), [e]), (3, 2)))
-    assert grad_mod._fast[id(g)][1] is not None
+    assert fastpath.FAST[id(g)][1] is not None
     _, grads = yota.grad(g, ((w, b), [e]), (3, 2))
     assert list(grads.flat[0]) == [(0, 0), (0, 1), (1, 0)] and grads[1] is None
     assert isinstance(grads.flat[0][(1, 0)], np.float64)  # a 0-d leaf: a NumPy scalar
@@ -190,7 +191,7 @@ native = pytest.mark.skipif(not pyentry.available(), reason="object layout not k
 
 
 def is_native(f):
-    return type(grad_mod._fast[id(f)][1]) is type(len)  # a builtin function
+    return type(fastpath.FAST[id(f)][1]) is type(len)  # a builtin function
 
 
 @native
@@ -203,7 +204,7 @@ def test_the_llvm_fast_path_is_native_and_declines_what_does_not_fit():
     yota.grad(f, x, w)
     yota.grad(f, x, w)
     assert is_native(f)
-    fast = grad_mod._fast[id(f)][1]
+    fast = fastpath.FAST[id(f)][1]
     for bad in [(x,), (x, w, w), (x[:4], w), (x.astype(np.float32), w), (x[::-1], w),
                 (list(x), w), (x.reshape(5, 1), w), [x, w], x]:
         assert fast(f, bad) is None  # the general path's business
@@ -230,7 +231,7 @@ def test_native_calls_leak_no_references_or_memory():
         for _ in range(3):
             yota.grad(f, *args)
         assert is_native(f)
-        program = grad_mod._fast[id(f)][2]
+        program = fastpath.FAST[id(f)][2]
         watched = [x, e, None, program, grad_mod.GradientResult, program.tape.argnames,
                    yota.stats]
         before = [sys.getrefcount(o) for o in watched]
@@ -240,7 +241,7 @@ def test_native_calls_leak_no_references_or_memory():
         first = tracemalloc.get_traced_memory()[0]
         for _ in range(3000):
             r = yota.grad(f, *args)
-            grad_mod._fast[id(f)][1](f, (x[:2],))  # declined calls release all they took
+            fastpath.FAST[id(f)][1](f, (x[:2],))  # declined calls release all they took
         del r
         grown = tracemalloc.get_traced_memory()[0] - first
         tracemalloc.stop()
@@ -362,7 +363,7 @@ def test_dicts_and_python_floats_on_the_native_path(dt):
     _, g = yota.grad(f, p, x, 2.0)
     assert list(g[0]) == ["w", "b"] and type(g[2]) is float
     assert list(g.flat[0]) == [("w",), ("b",)]
-    fast = grad_mod._fast[id(f)][1]
+    fast = fastpath.FAST[id(f)][1]
     for bad in [({"b": p["b"], "w": p["w"]}, x, 2.0), ({"w": p["w"]}, x, 2.0),
                 ({**p, "c": x}, x, 2.0), ({"w": p["w"], 1: p["b"]}, x, 2.0), (p, x, 2),
                 (p, x, np.float64(2.0)), (dict(enumerate(p.values())), x, 2.0)]:
@@ -392,12 +393,12 @@ def test_an_explicit_llvm_backend_has_its_own_fast_path():
     x, w = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 2.0, 5)
     for _ in range(3):
         same(yota.grad(f, x, w, backend="llvm"), general(f, x, w))
-    assert id(f) not in grad_mod._fast and id(f) in grad_mod._FAST_BY_NAME["llvm"]
+    assert id(f) not in fastpath.FAST and id(f) in fastpath.FAST_BY_NAME["llvm"]
     hits = yota.stats.hits
     yota.grad(f, x, w, backend="llvm")
     assert yota.stats.hits == hits + 1
     if pyentry.available():
-        assert type(grad_mod._FAST_BY_NAME["llvm"][id(f)][1]) is type(len)
+        assert type(fastpath.FAST_BY_NAME["llvm"][id(f)][1]) is type(len)
     yota.grad(f, x, w)
     yota.grad(f, x, w)
-    assert grad_mod._fast[id(f)][2] is not grad_mod._FAST_BY_NAME["llvm"][id(f)][2]
+    assert fastpath.FAST[id(f)][2] is not fastpath.FAST_BY_NAME["llvm"][id(f)][2]

@@ -13,13 +13,12 @@ the mean over N calls, in microseconds, by the wall clock and by the process's C
 (less disturbed by other processes on a loaded machine); rounds of different rows are
 interleaved. The per-leaf rows at the end are slopes: (16 leaves - 1 leaf) / 15 for an
 array argument with its gradient output, (16 ints - 4 ints) / 12 for an int constant.
-``--ab`` adds W1 through the Python fast path (``yota.grad.NATIVE_FAST = False`` while
+``--ab`` adds W1 through the Python fast path (``yota.fastpath.NATIVE_FAST = False`` while
 its fast path is made), interleaved with the others, for an A/B in one run.
 """
 
 from __future__ import annotations
 
-import importlib
 import statistics
 import sys
 import time
@@ -28,8 +27,7 @@ import warnings
 import numpy as np
 
 import yota
-
-grad_mod = importlib.import_module("yota.grad")
+from yota import fastpath
 
 
 def _w1(x):
@@ -85,11 +83,11 @@ def main() -> None:
     if "--ab" in sys.argv:
         w1py = type(_w1)(_w1.__code__, _w1.__globals__, "_w1py")
         cs["W1, Python fast path"] = (w1py, cs["W1 (1 leaf, 1 grad)"][1])
-        grad_mod.NATIVE_FAST = False
+        fastpath.NATIVE_FAST = False
         for _ in range(3):  # (the fast path is made at the first repeated call)
             yota.grad(w1py, *cs["W1, Python fast path"][1])
-        grad_mod.NATIVE_FAST = True
-        assert type(grad_mod._fast[id(w1py)][1]).__name__ == "function"
+        fastpath.NATIVE_FAST = True
+        assert type(fastpath.FAST[id(w1py)][1]).__name__ == "function"
     for f, args in cs.values():
         for _ in range(200):
             yota.grad(f, *args)
