@@ -182,11 +182,16 @@ def test_one_gradient_called_from_several_threads(threads: int) -> None:
     errors: list[str] = []
 
     def work(k: int) -> None:
+        checked: list[bytes] = []  # results already within precision's bounds, as bytes
         for _ in range(5):
             got = exe(*inputs[k])
+            raw = b"".join(np.ascontiguousarray(v).tobytes() for v in got)
+            if raw in checked:  # the same bits as a checked result: no need to bound again
+                continue
             msg = precision.mismatch(g, inputs[k], got, want[k])
             if msg:
                 errors.append(f"thread {k}: {msg}")
+            checked.append(raw)
 
     ts = [threading.Thread(target=work, args=(k,)) for k in range(len(inputs))]
     for t in ts:
