@@ -329,7 +329,95 @@ CONTRACTIONS = [
           ((2, 3), (3,))),
 ]
 
-TABLE = JOINING + MOVEMENT + CONTRACTIONS
+
+# -- issue 30: lists holding traced values, one array where a sequence goes, traced ends ---------
+def _ufunc_at(name: str, idx: Any, unary: bool = False) -> Callable[..., Any]:
+    """``np.<name>.at`` on a copy of ``x`` (repeated indices applied in NumPy's order)."""
+    def f(x: Any, *v: Any) -> Any:
+        y = np.exp(x) if name == "power" else x * 1.0
+        getattr(np, name).at(y, idx, *v)
+        return y
+
+    return f
+
+
+ODD_PADS = [2, ((1, 2), (0, 3)), ((5, 7), (2, 9))]
+REST = [
+    *rows("vstack_one", np.vstack, ((3, 2),), ((3,),), ((1, 0),)),
+    *rows("hstack_one", np.hstack, ((3, 2),), ((3,),), ((2, 3, 4),)),
+    *rows("row_stack_one", lambda x: np.row_stack(x), ((3, 2),)),
+    *rows("column_stack_one", np.column_stack, ((3, 2),), ((3,),), ((2, 3, 4),)),
+    *rows("dstack_one", np.dstack, ((3, 2),)),
+    *rows("stack_one", np.stack, ((3, 2),)),
+    *by_axis("concatenate_one", lambda ax: lambda x: np.concatenate(x, axis=ax), [0, -1, None],
+             ((3, 2, 4),), ((1, 2, 0),)),
+    *rows("mean_list", lambda a, b: np.mean([a, b]), ((3,), (3,)), ((), ())),
+    *rows("mean_list_empty", lambda a, b: np.mean([a, b], axis=0), ((0,), (0,))),
+    *rows("mean_list_axis", lambda a, b: np.mean([a, 2 * b], axis=-1), ((2, 3), (2, 3))),
+    *rows("std_list", lambda a, b: np.std([a, b, 1.5], axis=0), ((), ())),
+    *rows("var_list_nested", lambda a, b: np.var([[a, b], [b, a * b]], ddof=1), ((3,), (3,))),
+    *rows("norm_list", lambda a, b: np.linalg.norm([a, b]), ((), ()), ((3,), (3,))),
+    *rows("norm_list_axis", lambda a, b: np.linalg.norm((a, b, a + b), ord=3, axis=0),
+          ((2,), (2,))),
+    *rows("sum_list", lambda a, b: np.sum([a, b], axis=0, keepdims=True), ((2, 3), (2, 3))),
+    *rows("prod_max_list", lambda a, b: (np.prod((a, b, a)), np.max([a, b], axis=-1)),
+          ((2,), (2,))),
+    *rows("average_list", lambda a, b: np.average([a, b], axis=0, weights=[0.3, 0.7]),
+          ((3,), (3,))),
+    *rows("det_list", lambda a, b: np.linalg.det([[a, b], [2 * b, a + 3.0]]), ((), ())),
+    *rows("ufunc_list", lambda a, b: (np.exp([a, b]), np.add([a, b], [b, 1.0]),
+                                      np.maximum([a, b], 0.5)), ((), ())),
+    *rows("ufunc_list_arrays", lambda a, b: (np.exp((a, b)), np.multiply([a, b], [[b], [a]])),
+          ((2,), (2,))),
+    *rows("take_list", lambda a, b: np.take([a, b, a * b], [2, 0]), ((), ())),
+    *rows("take_list_traced_index", lambda a, b: np.take([a, b], np.argmax([a, b])), ((), ())),
+    *rows("append_nested", lambda a, b: np.append([[a, b]], [[b, 1.0]], axis=0), ((), ())),
+    *rows("append_nested_rows", lambda a, b: np.append(a, [[b[0], 2.0]], axis=0),
+          ((2, 2), (2,))),
+    *rows("append_flat", lambda a, b: np.append([a, b], [[1.0, b]]), ((), ())),
+    *rows("linspace", lambda a, b: np.linspace(a, b, 5), ((), ()), ("weak", ()),
+          ((2,), (3, 1))),
+    *rows("linspace_noend_axis", lambda a, b: np.linspace(a, b, 4, endpoint=False, axis=-1),
+          ((2,), ())),
+    *rows("linspace_0_1", lambda a, b: (np.linspace(a, b, 0), np.linspace(a, b, 1)),
+          ((), ())),
+    *rows("linspace_retstep", lambda a, b: np.linspace(a, b, 3, retstep=True), ((), ())),
+    *rows("linspace_start_only", lambda a: np.linspace(a, 2.0, 3, dtype=np.float64), ((),)),
+    *rows("logspace", lambda a, b: np.logspace(a, b, 4), ((), ())),
+    *rows("logspace_base", lambda a, b: np.logspace(a, b, 3, base=2.0, axis=-1), ((2,), ())),
+    *rows("logspace_traced_base", lambda a, b: np.logspace(0.5, 1.5, 3, base=np.exp(b) + a * a),
+          ((), ())),
+    *rows("geomspace", lambda a, b: np.geomspace(np.exp(a), np.exp(b), 4), ((), ()),
+          ((2,), ())),
+    *rows("geomspace_negative", lambda a, b: np.geomspace(-np.exp(a), -np.exp(b), 3,
+                                                         endpoint=False), ((), ())),
+    *[r for mode in ("linear_ramp", "maximum", "minimum", "mean", "median") for r in by_axis(
+        f"pad_{mode}", lambda w, mode=mode: lambda x: np.pad(x, w, mode=mode), PADS,
+        ((3, 4),))],
+    *[r for mode in ("linear_ramp", "mean", "median") for r in rows(
+        f"pad_{mode}_1d", lambda x, mode=mode: np.pad(x, (2, 3), mode=mode), ((3,),), ((1,),))],
+    *rows("pad_stat_length", lambda x: np.pad(x, ((1, 2), (3, 1)), mode="mean",
+                                              stat_length=((1, 2), (2, 3))), ((3, 4),)),
+    *rows("pad_maximum_stat_length", lambda x: np.pad(x, 2, "maximum", stat_length=2),
+          ((3, 4),)),
+    *rows("pad_ramp_end_values", lambda x: np.pad(x, ((2, 1), (1, 3)), "linear_ramp",
+                                                  end_values=((1.0, -2.0), (0.5, 3.0))),
+          ((3, 4),)),
+    *rows("pad_ramp_traced_end", lambda x, e: np.pad(x, 2, "linear_ramp", end_values=(e, 1.0)),
+          ((3, 4), ())),
+    *[r for mode in ("reflect", "symmetric") for r in by_axis(
+        f"pad_{mode}_odd", lambda w, mode=mode: lambda x: np.pad(x, w, mode, reflect_type="odd"),
+        ODD_PADS, ((3, 4),), ((1, 3),))],
+    *rows("multiply_at", _ufunc_at("multiply", [0, 2, 0, 0]), ((4,), (4,)), ((4, 2), (2,))),
+    *rows("divide_at_2d", _ufunc_at("divide", ([0, 1, 0], [2, 2, 2])), ((2, 3), (3,))),
+    *rows("minimum_at", _ufunc_at("minimum", [1, 1, 3]), ((4,), ())),
+    *rows("maximum_at_slice", _ufunc_at("maximum", (slice(None), [0, 0])), ((3, 2), (3, 2))),
+    *rows("power_at", _ufunc_at("power", [2, 0, 2]), ((3,), (3,))),
+    *rows("negative_at", _ufunc_at("negative", [1, 1, 2], unary=True), ((3,),)),
+    *rows("multiply_at_empty", _ufunc_at("multiply", []), ((3,), (0,))),
+]
+
+TABLE = JOINING + MOVEMENT + CONTRACTIONS + REST
 
 
 # -- inputs and checks ----------------------------------------------------------------------------
@@ -485,16 +573,27 @@ def test_cuda_kernels_compile_with_nvrtc(programs: Any) -> None:
 
 
 # -- what is refused, and how ---------------------------------------------------------------------
+_EXP = np.exp  # bound before the trace: the ufunc itself (np.exp([a, b]) is traced)
+
+
+def _multiply_at_argmax(x: Any) -> Any:
+    y = x * 1.0
+    np.multiply.at(y, np.argmax(x), 2.0)
+    return y
+
+
 REFUSED: list[tuple[str, Callable[..., Any], str]] = [
     ("repeat_traced_counts", lambda x: np.repeat(x, np.argmax(x) + 1), "np.repeat's repeats"),
     ("pad_traced_width", lambda x: np.pad(x, np.argmax(x)), "np.pad's pad_width"),
     ("tile_traced_reps", lambda x: np.tile(x, np.argmax(x) + 1), "np.tile's reps"),
-    ("pad_mode", lambda x: np.pad(x, 1, mode="median"), "mode='median'"),
-    ("pad_odd", lambda x: np.pad(x, 1, mode="reflect", reflect_type="odd"), "reflect_type"),
+    ("pad_function_mode", lambda x: np.pad(x, 1, mode=lambda v, w, ax, kw: None),
+     "a function as the mode"),
+    ("multiply_at_traced_indices", _multiply_at_argmax, "traced indices"),
+    ("int64_of_an_array", lambda x: np.int64(x), "x.astype(np.int64)"),
     ("r_matrix", lambda x: np.r_["r", x, x], "np.r_['r', ...]"),
     ("where_one_argument", lambda x: x[np.where(x > 0)[0]], "np.where(condition)"),
     ("einsum_subscripts", lambda x: np.einsum("i->j", x), "einsum"),
-    ("ufunc_of_list", lambda x: np.exp([x[0], x[1]]), "converted to a plain NumPy array"),
+    ("ufunc_of_list", lambda x: _EXP([x[0], x[1]]), "converted to a plain NumPy array"),
     ("traced_axis", lambda x: np.concatenate([x, x], axis=np.argmax(x[:1])),
      "the axis must be a Python int"),
     ("pad_dict", lambda x: np.pad(x, {0: (1, 1)}), "np.pad with a dict"),

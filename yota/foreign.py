@@ -23,6 +23,12 @@ the one the user holds, so every way of reaching it is answered: ``scipy.linalg.
 (Replacing the module's attribute would miss names imported by ``from ... import``.)
 The trampoline reaches ``dispatch`` through one name, ``__yota_foreign__``, set in the
 function's module globals while it is installed.
+
+NumPy's own functions are hooked the same way (``yota.numpy.sequences``): the Python
+implementation behind a NumPy function, which its dispatcher calls when no argument is
+traced, answers lists holding traced values. A version may decline (``NotImplemented``):
+the function's own code then runs (NumPy's as it always does; a library's on plain
+arrays).
 """
 
 from __future__ import annotations
@@ -52,6 +58,10 @@ class _API:
     def value(x: Any) -> Any:
         return x.value if isinstance(x, Tracer) else x
 
+    @staticmethod
+    def is_traced(x: Any) -> bool:
+        return isinstance(x, Tracer)
+
 
 API = _API()
 
@@ -59,10 +69,11 @@ API = _API()
 class _Swap:
     """One installed hook: the function, its own code, and a function running that code."""
 
-    __slots__ = ("fn", "code", "defaults", "kwdefaults", "original", "replacement")
+    __slots__ = ("fn", "code", "defaults", "kwdefaults", "original", "replacement", "numpy")
 
-    def __init__(self, fn: types.FunctionType, replacement: Replacement) -> None:
+    def __init__(self, fn: types.FunctionType, replacement: Replacement, numpy: bool) -> None:
         self.fn, self.code, self.replacement = fn, fn.__code__, replacement
+        self.numpy = numpy  # NumPy's own implementation: its code runs as it always did
         self.defaults, self.kwdefaults = fn.__defaults__, fn.__kwdefaults__
         self.original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__,
                                            fn.__defaults__, fn.__closure__)
@@ -79,7 +90,11 @@ def dispatch(key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     arguments, the library's own code otherwise."""
     swap = _installed[key]
     if find_context(args, kwargs) is not None:
-        return swap.replacement(API, *args, **kwargs)
+        out = swap.replacement(API, *args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    if swap.numpy:
+        return swap.original(*args, **kwargs)
     with NumpyPatch.suspended():  # the library's own NumPy calls make plain arrays
         return swap.original(*args, **kwargs)
 
@@ -105,13 +120,15 @@ def _install() -> None:
     for lib, family in FAMILIES.items():
         if lib in sys.modules:
             importlib.import_module(family)
+    swapped = {id(s.fn) for s in _installed.values()}
     for (lib, name), replacement in HOOKS.items():
         fn = getattr(sys.modules.get(lib), name, None)
-        if not isinstance(fn, types.FunctionType) or any(
-                s.fn is fn for s in _installed.values()):  # one swap per function object
-            continue
+        fn = getattr(fn, "_implementation", fn)  # a NumPy function: its Python code
+        if not isinstance(fn, types.FunctionType) or id(fn) in swapped:
+            continue  # one swap per function object
+        swapped.add(id(fn))
         key = f"{lib}.{name}"
-        swap = _Swap(fn, replacement)
+        swap = _Swap(fn, replacement, lib.split(".")[0] == "numpy")
         fn.__globals__[_GLOBAL] = dispatch
         fn.__defaults__, fn.__kwdefaults__ = None, None
         fn.__code__ = _trampoline(key, len(fn.__code__.co_freevars), fn.__name__)

@@ -52,6 +52,10 @@ CONST_LIMIT = 1024  # arrays up to this many elements met in user code become co
 _local = threading.local()
 
 
+class ConversionError(UnsupportedError):
+    """A traced value converted to a plain array (``Tracer.__array__``)."""
+
+
 class TraceContext:
     """The state of one trace: its tape and the tracers of its input leaves."""
 
@@ -497,18 +501,28 @@ class Tracer:
         write = WRITE_FUNCTIONS.get(func)
         if write is not None:  # np.copyto, np.put_along_axis, np.put: writes
             return write(*args, **kwargs)
+        composed = registry.COMPOSED.get(func)
+        if composed is not None:  # np.linspace & co.: NumPy calls on the traced values
+            out = composed(*args, **kwargs)
+            if out is not NotImplemented:  # (declined: the entry's case)
+                return out
         return call(registry.resolve_function(func), *args, **kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         if self.is_const:  # a constant of the trace is the plain array it holds
             return np.asarray(self.value, dtype=dtype)
-        raise UnsupportedError(
+        if dtype is not None and np.dtype(dtype).kind in "iu":  # np.int64(x)
+            if self.ndim == 0:  # Python's int of it: a guard, as int(x)
+                return np.asarray(self._ctx.guard(self, "int", int(self.value)), dtype)
+            raise ConversionError(f"np.{np.dtype(dtype).name}(x) of a traced array at "
+                                  f"{where()}: write x.astype(np.{np.dtype(dtype).name})")
+        raise ConversionError(
             f"a traced value is converted to a plain NumPy array at {where()}: the result "
-            "would be a constant cut off from the inputs. This happens when a ufunc gets a "
-            "list holding traced values (write np.exp(np.array([a, b]))), when a plain "
-            "array is indexed by a traced index (write np.take(X, idx, axis=0)), with "
-            "numpy functions imported by name before the call (from numpy import array), "
-            "or in a library that is not NumPy (wrap that code in a function decorated "
+            "would be a constant cut off from the inputs. This happens with numpy "
+            "functions and ufuncs imported by name before the call (from numpy import exp: "
+            "write np.exp, or np.exp(np.array([a, b])) for a list holding traced values), "
+            "when an array made by the function is indexed by a traced index (write "
+            "np.take(X, idx, axis=0)), or in a library that is not NumPy (wrap that code in a function decorated "
             "@yota.primitive(opaque=True): it is called on plain arrays when the program "
             "runs, and its @yota.diffrule gives its gradient)"
         )
@@ -1256,14 +1270,15 @@ def _destination(dst: Any, what: str) -> Tracer:
 
 
 def ufunc_at(ufunc: np.ufunc, a: Any, indices: Any, b: Any = None) -> None:
-    """``np.add.at(a, indices, b)`` (and ``np.subtract.at``): repeated indices accumulate."""
+    """``np.add.at(a, indices, b)`` (and ``np.subtract.at``): repeated indices accumulate;
+    other ufuncs: ``yota.numpy.ufunc_at``. (By name: ``np.add`` is a stand-in while tracing.)"""
     what = f"np.{ufunc.__name__}.at"
     t = _destination(a, what)
-    if ufunc not in (np.add, np.subtract) or b is None:
-        raise UnsupportedError(f"{what} at {where()} is not supported on traced arrays "
-                               "(np.add.at and np.subtract.at are)")
+    if ufunc.__name__ not in ("add", "subtract") or b is None:
+        from .numpy.ufunc_at import ufunc_at_rounds
+        return ufunc_at_rounds(ufunc, t, indices, b, what)
     key = _constant_masks_as_indices(_ranges_as_arrays(_plain_keys(indices)))
-    v = -b if ufunc is np.subtract else b
+    v = -b if ufunc.__name__ == "subtract" else b
     vshape = _probe(t, key, v)
     const = all(x.is_const for x in _tracers((key, v)))
     cur = t.value

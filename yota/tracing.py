@@ -52,6 +52,24 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
 
 
 def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
+    try:
+        return _trace_once(f, *args, primitives=primitives)
+    except _tracer.ConversionError as e:
+        pol = captured.current_policy()
+        small = getattr(e, "small_arrays", None)
+        if not small:
+            raise
+        # a small array read from outside met a traced value where NumPy converts it
+        # (G[ix] with a traced ix): once more with those arrays as run-time inputs
+        with captured.policy(dataclasses.replace(pol, promoted=pol.promoted | small)):
+            try:
+                return _trace_once(f, *args, primitives=primitives)
+            except _tracer.ConversionError:
+                raise e from None
+
+
+def _trace_once(f: Callable[..., Any], *args: Any, primitives: Any = None
+                ) -> tuple[Any, Tape]:
     check_arity(f, args)
     name = getattr(f, "__name__", type(f).__name__)
     # a front end's wrapper (yota.autograd.diff's) names the user's function it runs
@@ -73,6 +91,11 @@ def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[A
                 recording(recorder, snapshot.rng_slots), \
                 captured.substituted(found, f, ctx.source_input):
             result = f(*traced_args)
+    except _tracer.ConversionError as e:
+        if pol.substitute:  # the small arrays read from outside that could be inputs
+            e.small_arrays = frozenset(r.path for r in found.reads.values()  # type: ignore
+                                       if r.mode == "array" and r.promotable)
+        raise
     finally:
         snapshot.restore()  # no tracer outlives the trace in the user's objects
     tape.reads = captured.settle(found, f)

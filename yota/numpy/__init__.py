@@ -17,7 +17,8 @@ or a new module here for a new family.
                  sinc, degrees/radians, nan_to_num, copysign, heaviside, cbrt, trunc,
                  fix, ldexp, float_power, real/imag/conj/angle on real input
 ``elementwise``  where, clip, round, copy, astype
-``creation``     zeros_like, ones_like, empty_like, full_like
+``creation``     zeros_like, ones_like, empty_like, full_like; linspace, logspace,
+                 geomspace with traced endpoints (compositions)
 ``reductions``   sum, prod, max, min, mean, var, std, any, all, count_nonzero,
                  argmax, argmin
 ``scans``        cumsum, cumprod, nancumsum, nancumprod (log-step scans)
@@ -37,6 +38,10 @@ or a new module here for a new family.
 ``building``     np.array/np.asarray of traced values, np.r_/np.c_, np.shape/ndim/size
 ``movement``     pad, repeat, tile, roll, flips, rot90, tril/triu, diag*, trace, take*,
                  delete, insert, resize, compress, select, choose
+``padding``      pad's computed modes: linear_ramp, maximum, minimum, mean, median,
+                 odd reflections (compositions)
+``sequences``    NumPy functions and ufuncs given lists holding traced values
+``ufunc_at``     np.<ufunc>.at but add/subtract (repeats applied in rounds)
 ``indexing``     ``x[key]``: slices, flips, integer-array gathers
 ``axes``         axis and shape arguments, normalized
 =============== ==========================================================

@@ -190,5 +190,8 @@ def constructors(is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> 
     ...     np.array([1.0, 2.0]).tolist()
     [1.0, 2.0]
     """
-    with _PATCH.active(_Hooks(is_traced, call)), scipy_api.active(is_traced):
+    from .sequences import ufuncs  # (imports the lazy families: at the first trace)
+
+    hooks = _Hooks(is_traced, call)
+    with _PATCH.active(hooks), ufuncs(hooks), scipy_api.active(is_traced):
         yield

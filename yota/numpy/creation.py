@@ -2,10 +2,13 @@
 results are reproducible) and ``full_like``, on traced arrays), and from shapes alone
 (``full``, ``eye``, ``identity``, ``tri``, ``arange``, ``linspace``): the entries that
 ``generated`` records for the constants of the trace a program computes, built from
-``iota`` ops exactly as NumPy computes them."""
+``iota`` ops exactly as NumPy computes them. ``linspace``, ``logspace`` and ``geomspace``
+with traced endpoints (or bases) are compositions (``registry.compose``): NumPy's steps,
+written with NumPy calls on the traced values, so their gradients flow to the endpoints."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -15,7 +18,7 @@ from yota.ir.errors import UnsupportedError
 from yota.ir.ops import iota
 from yota.ir.types import TensorType
 
-from .registry import Lower, LoweringContext, register
+from .registry import Lower, LoweringContext, compose, register
 
 
 def _fill(value: float | None) -> Lower:
@@ -126,3 +129,76 @@ def _linspace(L: LoweringContext, outs: list[TensorType], start: Any, stop: Any,
     if o.dtype.kind in "iu":
         y = b.floor(y)
     return b.convert_to(y, o.dtype)
+
+
+# -- traced endpoints: NumPy's steps on the traced values ------------------------------------------
+def _stand_in(x: Any) -> Any:
+    """What ``np.result_type`` sees of ``x``: a Python scalar (traced or not) is weak."""
+    if isinstance(x, (int, float, bool)) or getattr(x, "weak", False):
+        return type(getattr(x, "value", x))(0)
+    return np.zeros((), np.asarray(x).dtype)
+
+
+@compose(np.linspace)
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True,
+             retstep: bool = False, dtype: Any = None, axis: int = 0, *,
+             device: Any = None) -> Any:
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    div = (num - 1) if endpoint else num
+    dt = np.result_type(_stand_in(start), _stand_in(stop), 1.0)
+    start, stop = np.asarray(start, dtype=dt), np.asarray(stop, dtype=dt)
+    delta = stop - start
+    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * np.ndim(delta))
+    if div > 0:
+        step: Any = delta / div
+        # NumPy divides first when a step is 0 (start == stop): both, chosen by the data
+        y = np.where(np.any(step == 0), y / div * delta, y * step)
+    else:
+        step, y = np.nan, y * delta
+    y = y + start
+    if endpoint and num > 1:
+        y[-1, ...] = stop
+    if axis != 0:
+        y = np.moveaxis(y, 0, axis)
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        y = np.floor(y)
+    y = y if dtype is None else y.astype(dtype)
+    return (y, step) if retstep else y
+
+
+@compose(np.logspace)
+def logspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, base: Any = 10.0,
+             dtype: Any = None, axis: int = 0) -> Any:
+    if not isinstance(base, (float, int)) and np.ndim(base):  # bases broadcast, as NumPy
+        ndmax = len(np.broadcast_shapes(np.shape(start), np.shape(stop), np.shape(base)))
+        start, stop, base = (np.array(a, ndmin=ndmax) if np.ndim(a) < ndmax else a
+                             for a in (start, stop, base))
+        base = np.expand_dims(base, axis=axis)
+    out = np.power(base, linspace(start, stop, num=num, endpoint=endpoint, axis=axis))
+    return out if dtype is None else out.astype(dtype)
+
+
+@compose(np.geomspace)
+def geomspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, dtype: Any = None,
+              axis: int = 0) -> Any:
+    start, stop = np.asarray(start), np.asarray(stop)
+    if np.any(start == 0) or np.any(stop == 0):  # (guards, as in user code)
+        raise ValueError("Geometric sequence cannot include zero")
+    dt = np.result_type(_stand_in(start), _stand_in(stop), float(num),
+                        np.zeros((), dtype))
+    dtype = dt if dtype is None else np.dtype(dtype)
+    start, stop = start.astype(dt), stop.astype(dt)
+    sign = np.sign(start)  # negative values: the sign moved out, as NumPy does
+    start, stop = start / sign, stop / sign
+    result = logspace(np.log10(start), np.log10(stop), num=num, endpoint=endpoint,
+                      base=10.0, dtype=dt)
+    if num > 0:  # the endpoints exactly
+        result[0] = start
+        if num > 1 and endpoint:
+            result[-1] = stop
+    result = sign * result
+    if axis != 0:
+        result = np.moveaxis(result, 0, axis)
+    return result.astype(dtype)

@@ -10,7 +10,10 @@ import the tracer):
   (``registry.register``) on those arguments (what ``np.<function>`` does on tracers);
 - ``api.value(x)``: the example value of a traced ``x`` (a plain array), read without
   recording anything: what a version decides from it must be guarded (compare traced
-  values and take ``bool`` of the comparison, as user code would).
+  values and take ``bool`` of the comparison, as user code would);
+- ``api.is_traced(x)``: whether ``x`` is a traced value.
+
+A version returns ``NotImplemented`` to let the library's own code run on the call.
 
 Families (one module each) are imported only when the library module they cover is:
 ``FAMILIES`` maps ``"scipy.linalg"`` to ``yota.numpy.scipy_linalg``.
@@ -30,6 +33,7 @@ FAMILIES: dict[str, str] = {
     "scipy.linalg": "yota.numpy.scipy_linalg",
     "scipy.signal": "yota.numpy.scipy_signal",
     "scipy.special": "yota.numpy.special_funcs",
+    "numpy": "yota.numpy.sequences",  # NumPy's functions given lists of traced values
 }
 HOOKS: dict[tuple[str, str], Version] = {}  # (module, function name) -> Yota's version
 
@@ -43,6 +47,10 @@ class TraceAPI(Protocol):
 
     def value(self, x: Any) -> Any:
         """The example value of a traced ``x`` (``x`` itself otherwise)."""
+        ...
+
+    def is_traced(self, x: Any) -> bool:
+        """Whether ``x`` is a traced value."""
         ...
 
 

@@ -35,7 +35,8 @@ def join(L: LoweringContext, xs: list[Value], axis: int, out: TensorType) -> Val
 def _concatenate(L: LoweringContext, outs: list[TensorType], arrays: Any, axis: Any = 0,
                  out: Any = None, dtype: Any = None, casting: Any = None) -> Value:
     o = outs[0]
-    xs = [L.operand(a, o.dtype, None) for a in arrays]
+    xs = _rows(L, arrays, o) if L.is_traced(arrays) else \
+        [L.operand(a, o.dtype, None) for a in arrays]  # (one array: its rows, as NumPy)
     if axis is None:
         xs = [L.b.reshape_to(x, (x.type.size,)) for x in xs]
         axis = 0

@@ -1,4 +1,5 @@
-"""Data movement: ``pad``, ``repeat``, ``tile``, ``roll``, ``flip``/``fliplr``/``flipud``,
+"""Data movement: ``pad`` (the modes that move data; ``padding`` computes the others),
+``repeat``, ``tile``, ``roll``, ``flip``/``fliplr``/``flipud``,
 ``rot90``, ``rollaxis``, ``tril``/``triu``, ``diag``/``diagflat``/``diagonal``/``trace``,
 ``take``/``take_along_axis``, ``delete``, ``insert``, ``resize``, ``compress``, ``select``
 and ``choose``.
@@ -82,10 +83,10 @@ def _pad(L: LoweringContext, outs: list[TensorType], array: Any, pad_width: Any,
     if mode in ("constant", "empty"):
         return _pad_constant(L, x, widths, kwargs.get("constant_values", 0), o)
     if mode not in _INDEX_MODES or callable(mode):
-        raise UnsupportedError(f"np.pad(..., mode={mode!r}) is not supported; Yota traces the "
-                               f"modes 'constant', 'empty', {', '.join(map(repr, _INDEX_MODES))}")
-    if kwargs.get("reflect_type", "even") != "even":
-        raise UnsupportedError("np.pad(..., reflect_type='odd') is not supported")
+        raise UnsupportedError(f"np.pad(..., mode={mode!r}) is not supported; Yota traces "
+                               "NumPy's named modes")
+    if kwargs.get("reflect_type", "even") != "even":  # (yota.numpy.padding's)
+        raise UnsupportedError("np.pad(..., reflect_type='odd') is not supported here")
     for ax, (lo, hi) in enumerate(widths):
         if lo or hi:
             idx = np.pad(np.arange(x.shape[ax]), (int(lo), int(hi)), mode)

@@ -84,7 +84,7 @@ class NumpyOp:
 # cost ``import yota`` ~5 ms and most programs use none of them. No entry or NumPy
 # function is registered twice, so the order families load in does not matter.
 LAZY_FAMILIES = ("mathfuncs", "scans", "sorting", "statistics", "einsum", "linalg",
-                 "joining", "movement", "convolve", "special", "special_funcs")
+                 "joining", "movement", "padding", "convolve", "special", "special_funcs")
 _families_loaded = False
 
 
@@ -130,6 +130,20 @@ BY_FUNC: dict[Any, str] = _Registry()  # NumPy callable (function or ufunc) → 
 # NumPy functions that ask about a traced array's shape (np.shape, np.ndim, np.size): the
 # tracer answers them from the example value, as Python values, without recording
 QUERIES: dict[Any, Callable[..., Any]] = {}
+# NumPy functions Yota writes as NumPy calls on the traced values (``compose``): the
+# tracer runs the composition instead of recording one entry
+COMPOSED: dict[Any, Callable[..., Any]] = _Registry()
+
+
+def compose(*funcs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register the decorated function, written with NumPy calls, as what NumPy ``funcs``
+    do on traced values (same arguments). It may return ``NotImplemented`` for the calls
+    the function's entry of the table lowers."""
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        for f in funcs:
+            COMPOSED[f] = fn
+        return fn
+    return deco
 
 
 def register(name: str, forward: Callable[..., Any], *funcs: Any) -> Callable[[Lower], Lower]:

@@ -117,9 +117,8 @@ def _average(L: LoweringContext, outs: list[TensorType], a: Any, axis: Any = Non
 def _weights(L: LoweringContext, weights: Any, x: Value, axes: tuple[int, ...],
              dtype: Any) -> Value:
     """Weights of x's shape, or 1-d along the one reduced axis (NumPy's two forms)."""
-    t = L.type_of(weights)
     w = L.operand(weights, dtype, None)
-    if t is not None and t.shape != x.shape:
+    if w.shape != x.shape:  # (a plain list too)
         (ax,) = axes
         w = L.b.reshape_to(w, tuple(s if i == ax else 1 for i, s in enumerate(x.shape)))
     return L.b.broadcast_to(w, x.shape)
