@@ -94,6 +94,10 @@ def test_a_non_callable_is_named(api: str, f: int) -> None:
 def test_an_unsupported_leaf_is_named_with_its_path(api: str, kind: str, where: str) -> None:
     arg, path = _place(BAD_LEAVES[kind](), where)
     before = _snapshot(arg)
+    if kind == "float16" and api.startswith(("grad", "compile")):  # computed in float32
+        ENTRY_POINTS[api](_loss, arg)
+        assert _same(arg, before)
+        return
     with pytest.raises(yota.YotaError) as e:
         ENTRY_POINTS[api](_loss, arg)
     msg = str(e.value)

@@ -8,7 +8,7 @@ from typing import Any
 from yota.backends import get_backend
 from yota.ir.errors import GuardFailed, SignatureError, TraceError
 
-from . import captured, pipeline, randomness, tracing
+from . import captured, pipeline, randomness, structs, tracing
 from . import device as _device
 from .cache import tape_signature
 from .phases import compiling
@@ -113,6 +113,10 @@ class CompiledFunction:
         return front_end("yota.compile", self.f or self, lambda: self._call(args))
 
     def _call(self, args: tuple[Any, ...]) -> Any:
+        if structs.has_half(args):  # float16: computed in float32, as JAX does on CPU
+            wide, narrow = structs.widen_half(args)
+            out = self._call(wide)
+            return structs.narrow_half(out) if narrow else out
         args = _device.for_backend(self.f, args, self.backend)  # CuPy arrays need "cuda"
         leaves, sig = flatten_args(args)
         variants = self.variants.get(sig)
@@ -171,6 +175,8 @@ def compile(f: Callable[..., Any] | Tape, *example_args: Any,
     if tracing.current_context() is not None:  # built from the values; called, it inlines
         with tracing.suspended():
             return compile(f, *tracing.detach(example_args), backend=backend, cache=cache)
+    if structs.has_half(example_args):  # float16: traced in float32 (see _call)
+        example_args = structs.widen_half(example_args)[0]
     example_args, backend = _device.prepare(f, example_args, backend)  # CuPy: "cuda"
     with compiling(f, "forward", backend):  # its phases, logged (yota.phases)
         _, tape = pipeline.trace_forward(f, example_args)

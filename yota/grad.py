@@ -24,7 +24,7 @@ import numpy as np
 from yota.ir.errors import GuardFailed, TraceError, YotaError
 from yota.ir.printer import print_function
 
-from . import captured, pipeline, randomness, tracing
+from . import captured, pipeline, randomness, structs, tracing
 from . import device as _device
 from .cache.config import log
 from .fastpath import FAST, FAST_BY_NAME, FAST_WRT, remember
@@ -231,6 +231,8 @@ def run_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
     called inside a trace: the program is inlined into the enclosing one)."""
     if tracing.current_context() is not None:
         return (*nested_grad(f, args, opts.has_aux, wrt=opts.wrt), None)
+    if structs.has_half(args):
+        return (*_half_grad(f, args, opts), None)
     if "cupy" in sys.modules:  # only then can an argument be a CuPy array
         args, backend = _device.prepare(f, args, opts.backend)  # CuPy arrays: cuda
         opts = replace(opts, backend=backend)
@@ -239,6 +241,19 @@ def run_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
     else:
         program, outs = _static_run(f, args, opts)
     return (*unpack(program, program.tape, outs, args), program)
+
+
+def _half_grad(f: Callable[..., Any], args: Sequence[Any], opts: Options
+               ) -> tuple[Any, GradientResult]:
+    """float16 arguments: computed at float32 copies (as JAX does on CPU); the value in
+    float16 when every float argument is, each float16 argument's gradient in float16."""
+    wide, narrow = structs.widen_half(tuple(args))
+    value, grads, _ = run_grad(f, wide, opts)
+    if narrow:
+        value = structs.narrow_half(value)
+    flat = [{p: structs.half_like(args[i], p, v) for p, v in g.items()} if type(g) is dict
+            else structs.half_like(args[i], (), g) for i, g in enumerate(grads.flat)]
+    return value, GradientResult(flat, grads._fn, grads._argnames, grads._plan)
 
 
 def nested_grad(f: Callable[..., Any], args: Sequence[Any], has_aux: bool = False,

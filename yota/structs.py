@@ -129,7 +129,8 @@ def leaf_signature(x: Any, path: Path = ()) -> tuple[Any, ...]:
     if arr.dtype not in DTYPE_NAMES:
         where = format_path(path) or "the argument"
         raise TraceError(f"{where} has dtype {arr.dtype}, which Yota does not support; "
-                         "convert it to float32, float64, int32, int64 or bool")
+                         "convert it to float32, float64, int32, int64 or bool (yota.grad "
+                         "and yota.compile compute float16 arguments in float32 themselves)")
     return (DTYPE_NAMES[arr.dtype], arr.shape)
 
 
@@ -184,3 +185,56 @@ def format_path(path: Path, root: str = "") -> str:
     for k in path:
         out += f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{k!r}]"
     return out.lstrip(".")
+
+
+# -- float16 arguments: computed in float32 (as JAX does on CPU), results cast back --------------
+def has_half(args: Any) -> bool:
+    """Whether a leaf of ``args`` is a float16 array or scalar (arrays at the top level
+    answer at once: the common case costs a type check per argument)."""
+    for a in args:
+        if type(a) is np.ndarray:
+            if a.dtype == np.float16:
+                return True
+        elif not isinstance(a, (float, int, str, type(None))) and _any_half(a):
+            return True
+    return False
+
+
+def _any_half(x: Any) -> bool:
+    if is_leaf(x):
+        return np.asarray(x).dtype == np.float16
+    kids = children(x)
+    return kids is not None and any(_any_half(v) for _, v in kids)
+
+
+def widen_half(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
+    """``args`` with float16 leaves as float32 copies, and whether the result of a
+    function of them is float16 in NumPy: no float32 or float64 leaf among them."""
+    wider = False
+
+    def leaf(path: Path, x: Any) -> Any:
+        nonlocal wider
+        dt = np.asarray(x).dtype
+        if dt == np.float16:
+            return np.asarray(x, np.float32) if isinstance(x, np.ndarray) else np.float32(x)
+        wider = wider or dt in (np.float32, np.float64) and type(x) is not float
+        return x
+
+    out = tuple(rebuild(a, leaf) for a in args)
+    return out, not wider
+
+
+def narrow_half(x: Any) -> Any:
+    """``x`` (results) with float32 leaves cast to float16."""
+    def leaf(path: Path, v: Any) -> Any:
+        return v.astype(np.float16) if isinstance(v, (np.ndarray, np.generic)) and \
+            v.dtype == np.float32 else v
+    return rebuild(x, leaf)
+
+
+def half_like(args: Any, path: Path, g: Any) -> Any:
+    """Gradient ``g`` of the leaf at ``path`` of ``args`` in float16 if that leaf is."""
+    if g is None or not isinstance(g, (np.ndarray, np.generic)):
+        return g
+    leaf = get_path(args, path)
+    return g.astype(np.float16) if np.asarray(leaf).dtype == np.float16 else g
