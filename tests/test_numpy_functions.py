@@ -345,7 +345,7 @@ ODD_PADS = [2, ((1, 2), (0, 3)), ((5, 7), (2, 9))]
 REST = [
     *rows("vstack_one", np.vstack, ((3, 2),), ((3,),), ((1, 0),)),
     *rows("hstack_one", np.hstack, ((3, 2),), ((3,),), ((2, 3, 4),)),
-    *rows("row_stack_one", lambda x: np.row_stack(x), ((3, 2),)),
+    *rows("row_stack_one", lambda x: getattr(np, "row_stack", np.vstack)(x), ((3, 2),)),
     *rows("column_stack_one", np.column_stack, ((3, 2),), ((3,),), ((2, 3, 4),)),
     *rows("dstack_one", np.dstack, ((3, 2),)),
     *rows("stack_one", np.stack, ((3, 2),)),

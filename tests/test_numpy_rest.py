@@ -260,6 +260,40 @@ def test_ufunc_at_edge_cases() -> None:
     assert np.array_equal(outside, np.ones(3))
 
 
+PAD_EDGES = [(mode, kw, shape, w) for mode, kw in [
+    ("linear_ramp", {"end_values": (1.5, -2.0)}), ("maximum", {"stat_length": ((1, 2), (3, 1))}),
+    ("mean", {}), ("median", {"stat_length": 2}), ("minimum", {}),
+    ("reflect", {"reflect_type": "odd"}), ("symmetric", {"reflect_type": "odd"})]
+    for shape, w in [((), 0), ((0, 3), ((0, 0), (1, 1))), ((0, 3), 1), ((1, 3), ((2, 1), (3, 4)))]]
+
+
+@pytest.mark.parametrize("mode, kw, shape, w", PAD_EDGES,
+                         ids=[f"{m}-{s}-{w}" for m, _, s, w in PAD_EDGES])
+def test_computed_pad_modes_at_the_edges(mode: str, kw: dict[str, Any], shape: Any,
+                                         w: Any) -> None:
+    """0-d and empty arrays, a size-1 axis, integer arrays (NumPy rounds a mean, floors a
+    ramp): NumPy's values, or NumPy's error."""
+    x = np.arange(1.0, 1.0 + int(np.prod(shape))).reshape(shape) * 1.7
+    for to in (np.float64, np.int64):
+        def f(x: Any, to: Any = to) -> Any:
+            return np.pad(x.astype(to), w, mode, **kw)
+
+        try:
+            want = f(x)
+        except ValueError as e:
+            with pytest.raises(ValueError, match=str(e)[:20]):
+                yota.compile(f, x, backend="interp")
+            continue
+        got = yota.compile(f, x, backend="interp")(x)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_pad_stat_length_of_zero_is_numpys_error() -> None:
+    with pytest.raises(ValueError, match="stat_length of 0"):
+        yota.grad(lambda x: np.sum(np.pad(x, 1, "maximum", stat_length=0)), np.ones(3))
+
+
 @pytest.mark.parametrize("name", ["yota.numpy.sequences", "yota.numpy.padding",
                                   "yota.numpy.ufunc_at", "yota.numpy.creation"])
 def test_module_doctests(name: str) -> None:
