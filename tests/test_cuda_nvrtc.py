@@ -6,6 +6,9 @@ sm_80 and sm_90.
 All of those kernels go into one translation unit per architecture, compiled in parallel
 processes with ``--Ofast-compile=max`` (4x faster; the check is that they compile); an
 evenly spread fifth of them is also compiled with exactly the options the backend uses.
+The default run takes the op programs' kernels (every op) and those of the first 20
+random programs, and a twentieth with the backend's options (half the time); the
+whole set is ``-m slow``.
 Needs CuPy and the NVRTC wheel (the ``cuda`` extra); skipped, saying so, without them.
 ``YOTA_UPDATE_GOLDEN=1`` rewrites the golden file.
 """
@@ -39,23 +42,27 @@ def compile_archs(source: str, archs: tuple[str, ...], fast_compile: bool = Fals
     return {a: len(c) for a, c in cubins.items()}
 
 
-def all_kernels() -> dict[str, str]:
+def all_kernels(random_programs: range = NVRTC_PROGRAMS) -> dict[str, str]:
     kernels: dict[str, str] = {}
     for case in CASES:
         kernels.update(cuda.lower(case.fn).kernels)
-    for _, _, fn, _ in programs(NVRTC_PROGRAMS):
+    for _, _, fn, _ in programs(random_programs):
         kernels.update(cuda.lower(fn).kernels)
     return kernels
 
 
 @needs_nvrtc
-def test_every_generated_kernel_compiles_for_sm80_and_sm90() -> None:
-    kernels = all_kernels()
-    assert len(kernels) > 500
+@pytest.mark.parametrize("random_programs, every", [
+    pytest.param(range(20), 20, id="ops-and-20-programs"),
+    pytest.param(NVRTC_PROGRAMS, 5, id="all", marks=pytest.mark.slow)])
+def test_every_generated_kernel_compiles_for_sm80_and_sm90(random_programs: range,
+                                                            every: int) -> None:
+    kernels = all_kernels(random_programs)
+    assert len(kernels) > 800
     names = list(kernels)
     sizes = compile_archs(module_source(kernels.values()), cuda.DEFAULT_ARCHS, True)
     assert all(n > 0 for n in sizes.values())
-    sample = [kernels[n] for n in names[::5]]
+    sample = [kernels[n] for n in names[::every]]
     sizes = compile_archs(module_source(sample), cuda.DEFAULT_ARCHS)
     assert all(n > 0 for n in sizes.values())
 
