@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_ops_table import (
+from support.op_families import (
     BINARY,
     COMPARE,
     FLOAT_UNARY,
@@ -17,8 +17,8 @@ from test_ops_table import (
     NUMERIC_UNARY,
     PREDICATES,
     REDUCTIONS,
-    _callee,
     kernel_body,
+    two_output_callee,
 )
 from yota.ir import (
     OPS,
@@ -152,7 +152,7 @@ for _kind, _expected in [("bool", True), ("bool", False), ("int", -3), ("float",
         return v
     case("guard", _guard, t(F64, 1, 1), loc="g.py:3")
 
-case("call", lambda b, x, y: b.call(_callee(), x, y), t(F64, 2, 3), t(F64, 3))
+case("call", lambda b, x, y: b.call(two_output_callee(), x, y), t(F64, 2, 3), t(F64, 3))
 
 
 def _fused(b: Builder, x: Value, y: Value) -> tuple[Value, ...]:

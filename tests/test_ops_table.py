@@ -14,6 +14,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.op_families import (
+    BINARY,
+    COMPARE,
+    FLOAT_UNARY,
+    LOGIC,
+    NUMERIC_UNARY,
+    PREDICATES,
+    REDUCTIONS,
+    kernel_body,
+    two_output_callee,
+)
 from yota.ir import (
     OPS,
     Builder,
@@ -100,23 +111,6 @@ def covers(*names: str) -> Callable[[Any], Any]:
 
 
 # -- elementwise -------------------------------------------------------------------------------
-FLOAT_UNARY = {"exp": (np.exp, "n"), "expm1": (np.expm1, "n"), "log": (np.log, "p"),
-               "log1p": (np.log1p, "p"), "log2": (np.log2, "p"), "sqrt": (np.sqrt, "p"),
-               "reciprocal": (np.reciprocal, "n"), "sin": (np.sin, "n"), "cos": (np.cos, "n"),
-               "tan": (np.tan, "n"), "tanh": (np.tanh, "n"), "sinh": (np.sinh, "n"),
-               "cosh": (np.cosh, "n"), "arctan": (np.arctan, "n"), "arcsin": (np.arcsin, "u"),
-               "arccos": (np.arccos, "u"), "floor": (np.floor, "n"), "ceil": (np.ceil, "n"),
-               "round": (np.rint, "n")}
-NUMERIC_UNARY = {"neg": np.negative, "abs": np.abs, "sign": np.sign, "square": np.square}
-PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}
-BINARY = {"add": (np.add, "n"), "sub": (np.subtract, "n"), "mul": (np.multiply, "n"),
-          "div": (np.true_divide, "n"), "pow": (np.power, "p"),
-          "floordiv": (np.floor_divide, "p"), "mod": (np.mod, "p"),
-          "arctan2": (np.arctan2, "n"), "maximum": (np.maximum, "s"),
-          "minimum": (np.minimum, "s")}
-COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-           "eq": np.equal, "ne": np.not_equal}
-LOGIC = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 
 @covers(*FLOAT_UNARY)
@@ -285,32 +279,16 @@ def test_guard(kind: str, expected: Any, good: np.ndarray, bad: np.ndarray) -> N
         run(fn, bad)
 
 
-def _callee() -> Function:
-    b = Builder("two")
-    x, y = b.input(TensorType(F64, (2, 3))), b.input(TensorType(F64, (3,)))
-    s = b.add(x, b.broadcast(y, shape=(2, 3)))
-    return b.build([s, b.sum(s, axes=(1,))])
-
-
 @covers("call")
 @SETTINGS
 @given(seed=seeds)
 def test_call(seed: int) -> None:
     rng = np.random.default_rng(seed)
     x, y = sample(rng, (2, 3), F64, layout="T"), sample(rng, (3,), F64)
-    callee = _callee()
+    callee = two_output_callee()
     fn = assert_runs_as(lambda b, u, v: b.call(callee, u, v) + b.call(callee, u, v),
                         [x, y], [x + y, np.sum(x + y, axis=1)] * 2)
     assert list(fn.callees) == ["two"]
-
-
-def kernel_body() -> Function:
-    """A fused kernel: domain [2, 3], a broadcast input, elementwise ops, a row sum."""
-    b = Builder("k")
-    x, y = b.input(TensorType(F32, (2, 3))), b.input(TensorType(F32, (3,)))
-    t = b.tanh(b.mul(x, b.broadcast(y, shape=(2, 3))))
-    s = b.add(t, b.const(1.0, F32, (2, 3)))
-    return b.build([s, b.sum(s, axes=(1,))], attrs={"domain": (2, 3), "reduce_axes": (1,)})
 
 
 @covers("fused")
@@ -611,7 +589,6 @@ def test_callback(dtype: np.dtype, shape: tuple[int, ...]) -> None:
                    [x, y], [(x * 2.0 + y).astype(dtype), np.asarray(np.sum(x), dtype)])
 
 
-REDUCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 
 
 # -- special functions: the reference against SciPy (each backend is compared with it) -----------
@@ -760,7 +737,7 @@ def test_polygamma_order_is_at_least_one() -> None:
 
 
 def test_call_operands_are_checked_against_the_callee() -> None:
-    callee = _callee()
+    callee = two_output_callee()
     b = Builder()
     x = b.input(t(F32, 2, 3))
     b.call(callee, x, b.input(t(F64, 3)))
