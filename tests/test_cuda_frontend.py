@@ -9,24 +9,20 @@ With a GPU, the same checks run on CuPy arrays (skipped here without one).
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from support.cuda_cases import EXAMPLE_MODELS, Linear, model_gradients_match
+from support.cuda_cases import linear_loss as loss
+from support.cuda_cases import linear_model as _model
 from yota.backends import cuda
 from yota.backends.cuda.emulate import emulation_available
-from yota.ir.autodiff import vjp
-from yota.ir.passes import optimize
 
 import yota
 from yota.cli import main as cli_main
-
-sys.path.insert(0, str(Path(__file__).parent))
-import irgen  # noqa: E402
 
 EMU = emulation_available()
 NVRTC = cuda.nvrtc_available()
@@ -63,23 +59,9 @@ def emu() -> Any:
     cuda.use_device(None)
 
 
-@dataclass
-class Linear:
-    W: Any
-    b: Any
-
-
 class Pair(NamedTuple):
     a: Any
     s: float
-
-
-def loss(m: Linear, X: Any) -> Any:
-    return np.sum(np.tanh(m.W @ X + m.b[:, None]) ** 2)
-
-
-def _model(rng: np.random.Generator) -> tuple[Linear, np.ndarray]:
-    return Linear(rng.standard_normal((3, 4)), rng.standard_normal(3)), rng.standard_normal((4, 5))
 
 
 def _fake(m: Linear) -> Linear:
@@ -154,33 +136,6 @@ def test_python_floats_go_with_device_arrays(emu: Any) -> None:
 
 
 # -- example models: gradients vs the CPU backend -------------------------------------------------------
-def _grad_fn(fn: Any) -> Any:
-    return optimize(vjp(fn, [i for i, v in enumerate(fn.inputs) if v.dtype.kind == "f"]))
-
-
-EXAMPLE_MODELS = {
-    "w2": lambda: irgen.w2_loss(3000, "f32"),
-    "mlp": lambda: irgen.mlp_loss(16, (20, 12, 8, 10)),
-    "rnn": lambda: irgen.rnn_loss(steps=4, hidden=16, batch=4, inp=8),
-}
-
-
-def model_gradients_match(device: Any, name: str, to_host: Any = np.asarray) -> str | None:
-    """None if the gradient program of example model ``name`` gives the CPU backend's
-    results on ``device`` (shared with tools/gpu_check.py)."""
-    from yota.backends import llvm
-
-    g = _grad_fn(EXAMPLE_MODELS[name]())
-    args = irgen.example_inputs(g, np.random.default_rng(4))
-    want = llvm.compile(g)(*args)
-    got = [to_host(x) for x in cuda.compile(g, device=device)(*args)]
-    for i, (a, b) in enumerate(zip(got, want, strict=True)):
-        tol = 1e-4 if a.dtype == np.float32 else 1e-10
-        if not np.allclose(a, b, rtol=tol, atol=tol * max(1.0, float(np.abs(b).max(initial=0)))):
-            return f"{name}: output {i} differs by {float(np.abs(a - b).max()):.3g}"
-    return None
-
-
 @pytest.mark.parametrize("name", list(EXAMPLE_MODELS))
 def test_example_model_gradients_match_cpu_backend_emulated(name: str) -> None:
     if EMU:

@@ -1,6 +1,6 @@
 """The CUDA backend without a GPU: rendering is deterministic (a golden kernel), and every
-kernel generated for the op programs (``test_cuda_ops.op_programs``) and for 100 random
-programs, raw and optimized (``test_cuda_random.programs``), compiles with NVRTC for
+kernel generated for the op programs (``support.cuda_cases.op_programs``) and for 100 random
+programs, raw and optimized (``support.cuda_cases.programs``), compiles with NVRTC for
 sm_80 and sm_90.
 
 All of those kernels go into one translation unit per architecture, compiled in parallel
@@ -22,15 +22,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.cuda_cases import NVRTC_PROGRAMS, op_programs, programs
 from yota.backends import cuda
 from yota.backends.cuda.lower import module_source
 from yota.ir import Builder, TensorType
 from yota.ir.passes import optimize
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_cuda_ops import CASES  # noqa: E402
-from test_cuda_random import NVRTC_PROGRAMS, programs  # noqa: E402
-
+CASES = op_programs()
 NVRTC = cuda.nvrtc_available()
 needs_nvrtc = pytest.mark.skipif(NVRTC is not None, reason=f"NVRTC unavailable: {NVRTC}")
 GOLDEN = Path(__file__).parent / "golden" / "cuda" / "tanh_mul_rowsum.cu"
@@ -93,9 +91,9 @@ def test_rendering_is_deterministic_across_processes() -> None:
     fn = CASES[-1].fn
     here = cuda.cuda_source(fn)
     assert here == cuda.cuda_source(fn)
-    code = ("import sys; sys.path.insert(0, 'tests'); from test_cuda_ops import CASES; "
-            "from yota.backends import cuda; sys.stdout.write(cuda.cuda_source(CASES[-1].fn))")
-    env = dict(os.environ, PYTHONHASHSEED="123")
+    code = ("import sys; from support.cuda_cases import op_programs; "
+            "from yota.backends import cuda; sys.stdout.write(cuda.cuda_source(op_programs()[-1].fn))")
+    env = dict(os.environ, PYTHONHASHSEED="123", PYTHONPATH="tests")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).parent.parent, env=env, check=True).stdout
     assert out == here

@@ -36,7 +36,7 @@ from yota.numpy.generated import GENERATED_BYTES
 sys.path.insert(0, str(Path(__file__).parent))
 from gradcheck import check_grad  # noqa: E402
 from mlir_cases import MISSING as MLIR_MISSING  # noqa: E402
-from test_cuda_ops import emulator  # noqa: E402
+from support.cuda_cases import emulator  # noqa: E402
 
 F32, F64, I32, I64 = np.float32, np.float64, np.int32, np.int64
 

@@ -8,12 +8,12 @@ Sections (each runs even if an earlier one failed; failures are listed in the su
 make the exit status 1):
 
 1. environment: GPU, compute capability, driver, CuPy, NVRTC, JAX and PyTorch versions;
-2. ops: every op of the op table (``tests/test_cuda_ops.op_programs``: float32, float64,
+2. ops: every op of the op table (``tests/support/cuda_cases.op_programs``: float32, float64,
    integers, bool; special values; 0-d, empty and odd shapes) against the reference
    interpreter, as exactly as ``tests/precision.py`` says each op must match;
 3. random programs (``tests/irgen``), raw and after the pass pipeline, against the
    interpreter (errors must be the same error), float32 and float64;
-4. models: gradients of the example models (``tests/test_cuda_frontend.EXAMPLE_MODELS``:
+4. models: gradients of the example models (``tests/support/cuda_cases.EXAMPLE_MODELS``:
    W2, MLP, RNN) against the CPU backend, and ``yota.grad`` on CuPy arrays end to end;
    then the on-disk cache: a program stored, then loaded without NVRTC;
 5. benchmarks: the workloads of ``tools/bench.py`` on the device (inputs already there),
@@ -107,7 +107,7 @@ def environment() -> dict[str, Any]:
 # -- 2. ops ------------------------------------------------------------------------------------------
 @section("ops")
 def ops(seeds: list[int]) -> dict[str, Any]:
-    from test_cuda_ops import op_programs, run_case
+    from support.cuda_cases import op_programs, run_case
     from yota.backends import cuda
 
     total, bad = 0, []
@@ -133,7 +133,7 @@ def ops(seeds: list[int]) -> dict[str, Any]:
 @section("random programs")
 def random_programs(n: int) -> dict[str, Any]:
     import irgen
-    from test_cuda_random import compare
+    from support.cuda_cases import compare
     from yota.backends import cuda
     from yota.ir.passes import optimize
 
@@ -167,7 +167,7 @@ def random_programs(n: int) -> dict[str, Any]:
 # -- 4. models and the frontend ------------------------------------------------------------------------
 @section("models")
 def models() -> dict[str, Any]:
-    from test_cuda_frontend import EXAMPLE_MODELS, model_gradients_match
+    from support.cuda_cases import EXAMPLE_MODELS, model_gradients_match
     from yota.backends import cuda
 
     import yota
@@ -181,7 +181,8 @@ def models() -> dict[str, Any]:
     if EMULATE[0]:
         return out
     import cupy as cp
-    from test_cuda_frontend import _model, loss
+    from support.cuda_cases import linear_loss as loss
+    from support.cuda_cases import linear_model as _model
 
     m, X = _model(np.random.default_rng(5))
     v0, g0 = yota.grad(loss, m, X)

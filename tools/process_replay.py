@@ -11,7 +11,7 @@ it does not, with and without the tiled GEMMs); ``compare`` diffs two such direc
     python tools/process_replay.py dump /tmp/replay-after       # on the new code
     python tools/process_replay.py compare /tmp/replay-before /tmp/replay-after
 
-The programs: the op programs of the backend tests (``tests/test_cuda_ops.py``'s
+The programs: the op programs of the backend tests (``tests/support/cuda_cases.py``'s
 ``op_programs`` and ``tests/backend_cases.py``'s unary/binary programs), random programs
 of ``tests/irgen.py`` (raw and optimized), and the gradient programs (vjp + optimize) of
 the benchmark workloads written as IR in ``tests/irgen.py`` (W2, the MLP, the RNN).
@@ -49,7 +49,7 @@ def programs(n_random: int) -> Iterator[tuple[str, object]]:
     """(label, ir.Function) pairs, in a fixed order."""
     import backend_cases as bc
     import irgen
-    from test_cuda_ops import op_programs
+    from support.cuda_cases import op_programs
     from yota.ir.autodiff import vjp
     from yota.ir.passes import optimize
 
