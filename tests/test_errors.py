@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import yota
-from yota.tracer import OperandError
+from yota.recording import OperandError
 
 HERE = os.path.basename(__file__)
 

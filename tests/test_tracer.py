@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from yota.ir import parse, print_function
 
 import yota
+import yota.trace_context
 import yota.tracer
 
 HERE = os.path.basename(__file__)
@@ -248,7 +249,7 @@ def test_tape_entries_hold_example_values() -> None:
 
 # -- closures and globals ----------------------------------------------------------------------
 SMALL = np.arange(3.0)
-BIG = np.arange(float(yota.tracer.CONST_LIMIT + 5))
+BIG = np.arange(float(yota.trace_context.CONST_LIMIT + 5))
 
 
 def uses_small(x: np.ndarray) -> Any:
@@ -286,7 +287,7 @@ def test_small_global_rebinding_retraces() -> None:
 
 def test_big_global_is_read_at_call_time() -> None:
     global BIG
-    BIG = np.arange(float(yota.tracer.CONST_LIMIT + 5))
+    BIG = np.arange(float(yota.trace_context.CONST_LIMIT + 5))
     x = np.ones(BIG.size)
     _, tape = yota.trace(uses_big, x)
     assert f"captured(BIG)::f64[{BIG.size}]" in str(tape)
@@ -304,7 +305,7 @@ def test_big_global_is_read_at_call_time() -> None:
     BIG = np.arange(3.0)  # another shape: retraced
     assert_tree_equal(cf(np.ones(3)), uses_big(np.ones(3)))
     with pytest.raises(yota.TraceError, match="stale"):
-        yota.play(tape, np.ones(BIG.size + yota.tracer.CONST_LIMIT + 2))  # cannot retrace
+        yota.play(tape, np.ones(BIG.size + yota.trace_context.CONST_LIMIT + 2))  # cannot retrace
 
 
 def test_play_refuses_a_stale_constant() -> None:
@@ -324,7 +325,7 @@ def _closure(n: int) -> tuple[Callable[..., Any], np.ndarray]:
     return f, w
 
 
-@pytest.mark.parametrize("n", [3, yota.tracer.CONST_LIMIT + 1])
+@pytest.mark.parametrize("n", [3, yota.trace_context.CONST_LIMIT + 1])
 def test_closure_arrays_are_not_frozen(n: int) -> None:
     """A small captured array is a constant checked before each call; a large one is an
     implicit input: either way an in-place change shows in the next result."""
@@ -335,7 +336,7 @@ def test_closure_arrays_are_not_frozen(n: int) -> None:
     w[:] = w * 3 + 1
     assert_tree_equal(cf(x), f(x))
     inputs = len(yota.to_ir(yota.trace(f, x)[1]).inputs)
-    assert inputs == (1 if n <= yota.tracer.CONST_LIMIT else 2)
+    assert inputs == (1 if n <= yota.trace_context.CONST_LIMIT else 2)
 
 
 # -- Python control flow -----------------------------------------------------------------------
@@ -525,8 +526,9 @@ def test_to_ir_lowers_a_tape_once_per_name() -> None:
     assert not hasattr(tape, "to_ir")  # a function of the lowering, not a method of the tape
 
 
-FRONT_END = ("yota.tracer", "yota.tracing", "yota.tape", "yota.lowering", "yota.primitives",
-             "yota.structs", "yota.program", "yota.userloc", "yota.numpy")
+FRONT_END = ("yota.tracer", "yota.traced", "yota.recording", "yota.writes",
+             "yota.trace_context", "yota.tracing", "yota.tape", "yota.lowering",
+             "yota.primitives", "yota.structs", "yota.program", "yota.userloc", "yota.numpy")
 
 
 def test_the_front_end_has_no_import_cycles() -> None:

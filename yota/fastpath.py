@@ -25,7 +25,7 @@ from .gradients import GradientResult, UnpackPlan
 from .guards import native_reads
 from .pipeline import stats
 from .program import Program, flatten_args
-from .tracer import _local as tracer_state  # (its "stack": tracer.current_context)
+from .traced import traces as tracer_state  # (its "stack": trace_context.current_context)
 
 # id(f) -> (weak reference to f, fast(f, args), program)
 Table = dict[int, tuple[weakref.ref[Any], Callable[[Any, tuple[Any, ...]], Any], Program]]

@@ -43,7 +43,8 @@ from typing import Any
 
 from .numpy.hooks import FAMILIES, HOOKS
 from .patching import NumpyPatch
-from .tracer import Tracer, call, find_context
+from .recording import find_context
+from .tracer import Tracer, call
 
 Replacement = Callable[..., Any]
 _GLOBAL = "__yota_foreign__"

@@ -23,8 +23,9 @@ from yota.ir.ops.callback import CALLBACKS, results_attr
 from yota.ir.types import TensorType
 
 from .patching import NumpyPatch
+from .recording import find_context, record
 from .tape import Entry
-from .tracer import Tracer, find_context, record
+from .tracer import Tracer
 
 
 def primitive_key(fn: Callable[..., Any]) -> str:

@@ -25,10 +25,14 @@ from . import tracer as _tracer
 from .patching import NumpyPatch
 from .primitives import temporary_primitives
 from .randomness import Recorder, UnrecordedDraws, recording
+from .recording import record
 from .sideeffects import Snapshot
 from .structs import rebuild_sequence
+from .substitution import substituted
 from .tape import Entry, Inlined, Loc, Tape, Var
-from .tracer import TraceContext, Tracer, active, current_context, record
+from .trace_context import TraceContext, active, current_context
+from .traced import traces  # (.stack: the traces running in this thread)
+from .tracer import Tracer
 from .validate import argnames, check_arity, check_callable
 
 
@@ -89,7 +93,7 @@ def _trace_once(f: Callable[..., Any], *args: Any, primitives: Any = None
     try:
         with active(ctx), temporary_primitives(f, primitives), foreign.answering(), \
                 recording(recorder, snapshot.rng_slots), \
-                captured.substituted(found, f, ctx.source_input):
+                substituted(found, f, ctx.source_input):
             result = f(*traced_args)
     except _tracer.ConversionError as e:
         if pol.substitute:  # the small arrays read from outside that could be inputs
@@ -162,7 +166,7 @@ structs.register(traced=Tracer)
 
 
 def _stack() -> list[TraceContext]:
-    return list(getattr(_tracer._local, "stack", None) or [])
+    return list(getattr(traces, "stack", None) or [])
 
 
 @contextlib.contextmanager
@@ -170,13 +174,13 @@ def suspended() -> Iterator[None]:
     """Run the block as if no trace were active in this thread: compiling and running a
     program inside a traced function (``yota.compile`` there) must see plain NumPy, not
     the trace's hooks (creation functions returning traced constants)."""
-    saved = getattr(_tracer._local, "stack", None)
-    _tracer._local.stack = []
+    saved = getattr(traces, "stack", None)
+    traces.stack = []
     try:
         with NumpyPatch.suspended():
             yield
     finally:
-        _tracer._local.stack = saved
+        traces.stack = saved
 
 
 def has_tracers(x: Any) -> bool:

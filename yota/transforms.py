@@ -29,8 +29,9 @@ from . import pipeline, randomness, structs, tracing
 from .cache.config import Counters
 from .phases import compiling
 from .program import Program, flatten_args, signature
+from .recording import record
 from .tape import Inlined, Tape, Var
-from .tracer import current_context, record
+from .trace_context import current_context
 from .validate import check_callable
 
 __all__ = ["jvp", "hvp", "stats", "TransformError"]
