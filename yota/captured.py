@@ -173,7 +173,7 @@ def _root_kind(path: Path) -> str:
 @dataclass
 class Found:
     """What ``discover`` found: the reads by path, and the arrays among them by id
-    (``yota.tracer`` sources an array that meets a traced value by it)."""
+    (``yota.trace_context`` sources an array that meets a traced value by it)."""
 
     reads: dict[Path, Read] = field(default_factory=dict)
     arrays: dict[int, Read] = field(default_factory=dict)
