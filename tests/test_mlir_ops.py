@@ -34,7 +34,6 @@ from yota.ir.passes import optimize
 
 sys.path.insert(0, str(Path(__file__).parent))
 import irgen  # noqa: E402
-import test_linalg_native as linalg_native  # noqa: E402
 from backend_cases import (  # noqa: E402
     BOOL_BINARY,
     FLOAT_BINARY,
@@ -54,6 +53,7 @@ from backend_cases import (  # noqa: E402
     unary_program,
 )
 from mlir_cases import check_batch, compare, merge, needs_mlir, verify_exports  # noqa: E402
+from support import linalg_cases  # noqa: E402
 
 Program = tuple[str, Function, list[np.ndarray]]
 
@@ -297,33 +297,33 @@ def _lapack_cases(rng: np.random.Generator, dt: np.dtype) -> list[LapackCase]:
     flag...) on operands that are views in the program (transposed, strided, a broadcast
     batch), batched and not, an empty batch and an SVD of an empty matrix."""
     out: list[LapackCase] = []
-    for i, case in enumerate(sorted(linalg_native.SAME_ROUTINE)):
-        make, inputs = linalg_native.SAME_ROUTINE[case]
+    for i, case in enumerate(sorted(linalg_cases.SAME_ROUTINE)):
+        make, inputs = linalg_cases.SAME_ROUTINE[case]
         for batch, n, layout in (CONFIGS[i % 4], CONFIGS[(i + 1) % 4]):
             xs = inputs(rng, batch, n, dt)
-            out.append((case, n, *linalg_native.program(make, xs, layout), xs))
+            out.append((case, n, *linalg_cases.program(make, xs, layout), xs))
     for flags in range(8):
         def tri(b: Builder, a: object, c: object, f: int = flags) -> object:
             return b.triangular_solve(a, c, lower=bool(f & 1), transpose=bool(f & 2),
                                       unit_diagonal=bool(f & 4))
         batch, n, layout = CONFIGS[flags % 4]
-        xs = [linalg_native.dominant(rng, batch + (n, n), dt),
+        xs = [linalg_cases.dominant(rng, batch + (n, n), dt),
               rng.standard_normal(batch + (n, 2)).astype(dt)]
-        out.append(("triangular_solve", n, *linalg_native.program(tri, xs, layout), xs))
+        out.append(("triangular_solve", n, *linalg_cases.program(tri, xs, layout), xs))
     for batch, n, layout in CONFIGS[:3]:
         xs = [rng.standard_normal(batch + (n, n)).astype(dt)]
-        out.append(("lu", n, *linalg_native.program(
+        out.append(("lu", n, *linalg_cases.program(
             lambda b, a: (*b.lu(a), b.pivots(b.lu(a)[1])), xs, layout), xs))
     xs = [np.zeros((0, 3, 3), dt)]
-    out.append(("empty", 3, *linalg_native.program(lambda b, a: b.cholesky(a), xs), xs))
+    out.append(("empty", 3, *linalg_cases.program(lambda b, a: b.cholesky(a), xs), xs))
     xs = [np.zeros((2, 3, 0), dt)]
-    out.append(("empty", 3, *linalg_native.program(
+    out.append(("empty", 3, *linalg_cases.program(
         lambda b, a: b.svd(a, full_matrices=True), xs), xs))
     return out
 
 
 def _lapack(rng: np.random.Generator) -> list[Program]:
-    return [(f"{case} n={n} {dt}", fn, args) for dt in (linalg_native.F32, linalg_native.F64)
+    return [(f"{case} n={n} {dt}", fn, args) for dt in (linalg_cases.F32, linalg_cases.F64)
             for case, n, fn, args, _ in _lapack_cases(rng, dt)]
 
 
@@ -471,12 +471,12 @@ def test_lapack_ops_match_the_interpreter(dt: type) -> None:
             if case == "lu" and w.dtype.kind == "i":
                 np.testing.assert_array_equal(g, w)
             elif case in ("lu", "triangular_solve"):
-                linalg_native.close(g, w, 50 * n * (10 if case == "lu" else 1))
+                linalg_cases.close(g, w, 50 * n * (10 if case == "lu" else 1))
             elif case == "empty":  # SVD without singular values: identities, exactly
                 np.testing.assert_array_equal(g, w)
             else:
-                linalg_native.close(g, w, linalg_native.ULPS * n
-                                    * linalg_native.sensitivity(case, xs[0]))
+                linalg_cases.close(g, w, linalg_cases.ULPS * n
+                                    * linalg_cases.sensitivity(case, xs[0]))
     assert next(got, None) is None
 
 
@@ -505,8 +505,8 @@ def test_lapack_failures_raise_as_the_interpreter(case: str) -> None:
     """``info > 0`` (not positive definite, singular; a NaN in an SVD) raises the
     interpreter's ``LinAlgError`` (message, the user's line); the executable stays
     usable."""
-    make, xs, message = linalg_native.FAILS[case]
-    fn, args = linalg_native.program(make, xs, loc="model.py:12")
+    make, xs, message = linalg_cases.FAILS[case]
+    fn, args = linalg_cases.program(make, xs, loc="model.py:12")
     exe = mlir.compile(fn)
     with pytest.raises(LinAlgError) as got:
         exe(*args)
