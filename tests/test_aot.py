@@ -28,20 +28,19 @@ needs_cc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    """A private cache; the example modules and their folder are forgotten afterwards."""
+    """A private cache; the example modules (their folder on the import path) are
+    forgotten afterwards."""
     monkeypatch.setenv("YOTA_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("YOTA_CACHE", raising=False)
-    path, saved = list(sys.path), {n: sys.modules.pop(n) for n in EXAMPLE_MODULES
-                                   if n in sys.modules}
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # the examples import each other by name
+    saved = {n: sys.modules.pop(n) for n in EXAMPLE_MODULES if n in sys.modules}
     yield
-    sys.path[:] = path
     for n in EXAMPLE_MODULES:
         sys.modules.pop(n, None)
     sys.modules.update(saved)
 
 
 def load_model():
-    sys.path.insert(0, str(EXAMPLES))
     return importlib.import_module("model")
 
 

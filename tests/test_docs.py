@@ -11,6 +11,7 @@ Material, mkdocstrings, matplotlib) is part of the test extra, so CI builds the 
 from __future__ import annotations
 
 import doctest
+import importlib.util
 import re
 import shlex
 import subprocess
@@ -97,11 +98,11 @@ def test_skip_marker_and_quotes() -> None:
 
 
 def test_docstring_fences() -> None:
-    sys.path.insert(0, str(ROOT / "docs" / "hooks"))
-    try:
-        from docstrings import fence_doctests
-    finally:
-        sys.path.remove(str(ROOT / "docs" / "hooks"))
+    spec = importlib.util.spec_from_file_location("docstrings", ROOT / "docs/hooks/docstrings.py")
+    assert spec is not None and spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    fence_doctests = hook.fence_doctests
     text = "Example::\n\n    code\n\n>>> 1 + 1\n2\n\nafter"
     assert fence_doctests(text) == ("Example:\n\n    code\n\n```pycon\n>>> 1 + 1\n2\n```\n\n"
                                     "after")

@@ -352,9 +352,8 @@ def loss(x):
     return np.sum(np.tanh(scaled(x)))
 '''
 SCRIPT = '''
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import numpy as np, mod, yota
+import json
+import numpy as np, mod, yota  # mod: beside this script, on its sys.path
 from yota.backends import llvm
 v, g = yota.grad(mod.loss, np.linspace(-1, 1, 5))
 print(json.dumps({"value": float(v), "grad": g[0].tolist(), "cache": vars(yota.cache.stats),
