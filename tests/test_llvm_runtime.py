@@ -4,6 +4,7 @@ calls from several threads, object code reloaded in another process, inspection 
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import textwrap
@@ -85,8 +86,7 @@ def test_grad_rnn_matches_interpreter() -> None:
 GUARD_SCRIPT = r"""
 import ctypes, mmap, sys
 import numpy as np
-sys.path.insert(0, {tests!r})
-import irgen
+import irgen  # tests/ on PYTHONPATH
 from yota.ir import Builder, TensorType, run
 from yota.ir.autodiff import vjp
 from yota.ir.passes import optimize
@@ -163,11 +163,12 @@ print("OK")
 def test_no_access_outside_arrays_next_to_guard_pages() -> None:
     """Inputs and outputs placed against PROT_NONE pages (after the data, then before it):
     any out-of-bounds access kills the subprocess with SIGSEGV."""
-    code = GUARD_SCRIPT.format(tests=str(ROOT / "tests"))
+    code, env = GUARD_SCRIPT.format(), {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     probe = subprocess.run([sys.executable, "-c", code, "probe"], capture_output=True,
-                           text=True, timeout=120)
+                           text=True, timeout=120, env=env)
     assert probe.returncode < 0 and "NOT PROTECTED" not in probe.stdout  # the guard works
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=600, env=env)
     assert r.returncode == 0 and "OK" in r.stdout, (r.returncode, r.stdout, r.stderr[-3000:])
 
 
