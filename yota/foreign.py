@@ -82,7 +82,7 @@ class _Swap:
 
 
 _lock = threading.Lock()
-_depth = 0  # traces running, in any thread
+_depth = [0, 0]  # traces running in any thread: all of them, those answering lists
 _installed: dict[str, _Swap] = {}  # key -> swap
 
 
@@ -101,47 +101,86 @@ def dispatch(key: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 @contextlib.contextmanager
-def answering() -> Iterator[None]:
-    """While the block runs (and any other trace's), hooked functions answer tracers."""
-    global _depth
+def answering(lists: bool = False) -> Iterator[None]:
+    """While the block runs (and any other trace's), hooked functions answer tracers;
+    with ``lists``, NumPy's own functions and ufuncs answer lists holding traced values
+    too (``yota.numpy.sequences``: a trace that met one is traced again so; the hooks cost
+    every trace's start ~0.2 ms, so only those traces install them)."""
+    modes = (False, True) if lists else (False,)
     with _lock:
-        _depth += 1
-        if _depth == 1:
-            _install()
+        for numpy in modes:
+            _depth[numpy] += 1
+            if _depth[numpy] == 1:
+                _install(numpy)
     try:
-        yield
+        if lists:
+            from .numpy.sequences import ufuncs
+
+            with ufuncs(_Holds()):
+                yield
+        else:
+            yield
     finally:
         with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _uninstall()
+            for numpy in modes:
+                _depth[numpy] -= 1
+                if _depth[numpy] == 0:
+                    _uninstall(numpy)
 
 
-def _install() -> None:
+class _Holds:
+    """What the ufunc stand-ins ask: does an argument hold a traced value?"""
+
+    @staticmethod
+    def holds(x: Any) -> bool:
+        return find_context(x) is not None
+
+
+def _numpy(lib: str) -> bool:
+    return lib == "numpy" or lib.startswith("numpy.")
+
+
+_GROUPS: dict[bool, list[tuple[tuple[str, str], Replacement]]] = {}
+_GROUPED = -1  # len(HOOKS) when _GROUPS was made
+
+
+def _hooks(numpy: bool) -> list[tuple[tuple[str, str], Replacement]]:
+    """The hooks of NumPy's functions, or of the other libraries' (grouped once)."""
+    global _GROUPED
+    if _GROUPED != len(HOOKS):
+        _GROUPS.clear()
+        for key, replacement in HOOKS.items():
+            _GROUPS.setdefault(_numpy(key[0]), []).append((key, replacement))
+        _GROUPED = len(HOOKS)
+    return _GROUPS.get(numpy, [])
+
+
+def _install(numpy: bool) -> None:
     for lib, family in FAMILIES.items():
-        if lib in sys.modules:
+        if _numpy(lib) == numpy and lib in sys.modules:
             importlib.import_module(family)
     swapped = {id(s.fn) for s in _installed.values()}
-    for (lib, name), replacement in HOOKS.items():
+    for (lib, name), replacement in _hooks(numpy):
         fn = getattr(sys.modules.get(lib), name, None)
         fn = getattr(fn, "_implementation", fn)  # a NumPy function: its Python code
         if not isinstance(fn, types.FunctionType) or id(fn) in swapped:
             continue  # one swap per function object
         swapped.add(id(fn))
         key = f"{lib}.{name}"
-        swap = _Swap(fn, replacement, lib.split(".")[0] == "numpy")
+        swap = _Swap(fn, replacement, numpy)
         fn.__globals__[_GLOBAL] = dispatch
         fn.__defaults__, fn.__kwdefaults__ = None, None
         fn.__code__ = _trampoline(key, len(fn.__code__.co_freevars), fn.__name__)
         _installed[key] = swap
 
 
-def _uninstall() -> None:
-    for swap in _installed.values():
-        swap.fn.__code__ = swap.code
-        swap.fn.__defaults__, swap.fn.__kwdefaults__ = swap.defaults, swap.kwdefaults
-        swap.fn.__globals__.pop(_GLOBAL, None)
-    _installed.clear()
+def _uninstall(numpy: bool) -> None:
+    for key, swap in list(_installed.items()):
+        if swap.numpy == numpy:
+            swap.fn.__code__ = swap.code
+            swap.fn.__defaults__, swap.fn.__kwdefaults__ = swap.defaults, swap.kwdefaults
+            swap.fn.__globals__.pop(_GLOBAL, None)
+            del _installed[key]
 
 
 _CODES: dict[tuple[str, int], types.CodeType] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -55,25 +56,36 @@ def trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[An
     return _trace(f, *args, primitives=primitives)
 
 
+# the code of functions whose trace met a traced value NumPy converts: traced with lists
+_CONVERTS: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
+
+
 def _trace(f: Callable[..., Any], *args: Any, primitives: Any = None) -> tuple[Any, Tape]:
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    lists = code is not None and code in _CONVERTS
     try:
-        return _trace_once(f, *args, primitives=primitives)
+        return _trace_once(f, *args, primitives=primitives, lists=lists)
     except _tracer.ConversionError as e:
         pol = captured.current_policy()
-        small = getattr(e, "small_arrays", None)
-        if not small:
+        small: frozenset[Any] = getattr(e, "small_arrays", frozenset())
+        if lists and not small:
             raise
-        # a small array read from outside met a traced value where NumPy converts it
-        # (G[ix] with a traced ix): once more with those arrays as run-time inputs
+        # NumPy converted a traced value: a list holding one given to a NumPy function or
+        # ufunc (np.mean([a, b])), or a small array read from outside indexed by one
+        # (G[ix]). Once more with NumPy answering lists, and those arrays as run-time
+        # inputs; the function's later traces answer lists from the start.
         with captured.policy(dataclasses.replace(pol, promoted=pol.promoted | small)):
             try:
-                return _trace_once(f, *args, primitives=primitives)
+                out = _trace_once(f, *args, primitives=primitives, lists=True)
             except _tracer.ConversionError:
                 raise e from None
+        if code is not None:
+            _CONVERTS[code] = True
+        return out
 
 
-def _trace_once(f: Callable[..., Any], *args: Any, primitives: Any = None
-                ) -> tuple[Any, Tape]:
+def _trace_once(f: Callable[..., Any], *args: Any, primitives: Any = None,
+                lists: bool = False) -> tuple[Any, Tape]:
     check_arity(f, args)
     name = getattr(f, "__name__", type(f).__name__)
     # a front end's wrapper (yota.autograd.diff's) names the user's function it runs
@@ -91,7 +103,7 @@ def _trace_once(f: Callable[..., Any], *args: Any, primitives: Any = None
     recorder = Recorder(ctx)
     check = UnrecordedDraws(snapshot.unrecordable)
     try:
-        with active(ctx), temporary_primitives(f, primitives), foreign.answering(), \
+        with active(ctx), temporary_primitives(f, primitives), foreign.answering(lists), \
                 recording(recorder, snapshot.rng_slots), \
                 substituted(found, f, ctx.source_input):
             result = f(*traced_args)

@@ -190,8 +190,5 @@ def constructors(is_traced: Callable[[Any], bool], call: Callable[..., Any]) -> 
     ...     np.array([1.0, 2.0]).tolist()
     [1.0, 2.0]
     """
-    from .sequences import ufuncs  # (imports the lazy families: at the first trace)
-
-    hooks = _Hooks(is_traced, call)
-    with _PATCH.active(hooks), ufuncs(hooks), scipy_api.active(is_traced):
+    with _PATCH.active(_Hooks(is_traced, call)), scipy_api.active(is_traced):
         yield

@@ -132,7 +132,21 @@ BY_FUNC: dict[Any, str] = _Registry()  # NumPy callable (function or ufunc) → 
 QUERIES: dict[Any, Callable[..., Any]] = {}
 # NumPy functions Yota writes as NumPy calls on the traced values (``compose``): the
 # tracer runs the composition instead of recording one entry
-COMPOSED: dict[Any, Callable[..., Any]] = _Registry()
+class _Compositions(dict):
+    """``get`` imports the lazy families only for a function the table does not know yet
+    (``np.pad`` before ``movement`` and ``padding`` are loaded), never for a core one."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = dict.get(self, key, _ABSENT)
+        if value is not _ABSENT:
+            return value
+        if not _families_loaded and not dict.__contains__(BY_FUNC, key):
+            load_families()
+            return dict.get(self, key, default)
+        return default
+
+
+COMPOSED: dict[Any, Callable[..., Any]] = _Compositions()
 
 
 def compose(*funcs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
