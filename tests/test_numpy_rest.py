@@ -25,18 +25,14 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import sys
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
 
 import yota
-
-sys.path.insert(0, str(Path(__file__).parent))
-from gradcheck import check_grad  # noqa: E402
 
 BACKENDS = ["interp", "llvm"]
 GRID = np.sin(np.arange(42.0)).reshape(6, 7) + 2.0  # a small plain array (a constant)

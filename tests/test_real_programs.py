@@ -28,12 +28,11 @@ the whole file runs in a few seconds.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from gradcheck import check_grad
 from scipy.integrate import odeint
 from scipy.linalg import cho_factor, cho_solve
 from scipy.signal import convolve2d
@@ -41,9 +40,6 @@ from scipy.special import expit, gammaln, logsumexp
 from scipy.stats import multivariate_normal, norm
 
 import yota
-
-sys.path.insert(0, str(Path(__file__).parent))
-from gradcheck import check_grad  # noqa: E402
 
 RNG = np.random.default_rng(30)
 
