@@ -10,7 +10,7 @@ make the exit status 1):
 1. environment: GPU, compute capability, driver, CuPy, NVRTC, JAX and PyTorch versions;
 2. ops: every op of the op table (``tests/support/cuda_cases.op_programs``: float32, float64,
    integers, bool; special values; 0-d, empty and odd shapes) against the reference
-   interpreter, as exactly as ``tests/precision.py`` says each op must match;
+   interpreter, as exactly as ``tests/support/precision.py`` says each op must match;
 3. random programs (``tests/irgen``), raw and after the pass pipeline, against the
    interpreter (errors must be the same error), float32 and float64;
 4. models: gradients of the example models (``tests/support/cuda_cases.EXAMPLE_MODELS``:
@@ -132,7 +132,7 @@ def ops(seeds: list[int]) -> dict[str, Any]:
 # -- 3. random programs ----------------------------------------------------------------------------
 @section("random programs")
 def random_programs(n: int) -> dict[str, Any]:
-    import irgen
+    from support import irgen
     from support.cuda_cases import compare
     from yota.backends import cuda
     from yota.ir.passes import optimize

@@ -12,9 +12,9 @@ it does not, with and without the tiled GEMMs); ``compare`` diffs two such direc
     python tools/process_replay.py compare /tmp/replay-before /tmp/replay-after
 
 The programs: the op programs of the backend tests (``tests/support/cuda_cases.py``'s
-``op_programs`` and ``tests/backend_cases.py``'s unary/binary programs), random programs
-of ``tests/irgen.py`` (raw and optimized), and the gradient programs (vjp + optimize) of
-the benchmark workloads written as IR in ``tests/irgen.py`` (W2, the MLP, the RNN).
+``op_programs`` and ``tests/support/backend_cases.py``'s unary/binary programs), random programs
+of ``tests/support/irgen.py`` (raw and optimized), and the gradient programs (vjp + optimize) of
+the benchmark workloads written as IR in ``tests/support/irgen.py`` (W2, the MLP, the RNN).
 Everything is built from IR directly, and ``yota.ir`` / ``yota.backends`` are imported
 without running ``yota/__init__.py`` (the front end), so front-end changes (even broken
 ones, mid-edit) do not move the dump.
@@ -47,8 +47,8 @@ def _bare_yota() -> None:
 
 def programs(n_random: int) -> Iterator[tuple[str, object]]:
     """(label, ir.Function) pairs, in a fixed order."""
-    import backend_cases as bc
-    import irgen
+    from support import backend_cases as bc
+    from support import irgen
     from support.cuda_cases import op_programs
     from yota.ir.autodiff import vjp
     from yota.ir.passes import optimize

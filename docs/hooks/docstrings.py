@@ -15,7 +15,7 @@ _PROMPT = re.compile(r"^(\s*)>>> ")
 
 def fence_doctests(text: str) -> str:
     """Wrap each doctest (a ``>>>`` line up to the next blank line) in a ``pycon`` fence
-    and turn a line's trailing ``::`` into ``:`` (tests/test_docs.py shows both)."""
+    and turn a line's trailing ``::`` into ``:`` (tests/project/test_docs.py shows both)."""
     out: list[str] = []
     indent: str | None = None
     for line in text.splitlines():

@@ -10,10 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import backend_cases
-import irgen
 import numpy as np
-from backend_cases import (
+from yota.backends import cuda
+from yota.ir import Builder, Function, TensorType, run
+from yota.ir.autodiff import vjp
+from yota.ir.passes import optimize
+
+from support import backend_cases, irgen
+from support.backend_cases import (
     BOOL_BINARY,
     FLOAT_BINARY,
     FLOAT_UNARY,
@@ -32,10 +36,6 @@ from backend_cases import (
     special_programs,
     unary_program,
 )
-from yota.backends import cuda
-from yota.ir import Builder, Function, TensorType, run
-from yota.ir.autodiff import vjp
-from yota.ir.passes import optimize
 
 
 @dataclass
