@@ -114,3 +114,23 @@ def test_layout_dependent_product_of_seed_102_is_within_its_bound() -> None:
             off = np.where(bd > 0, _one_ulp_off(w), w).astype(w.dtype)
             moved = [off if x is w else x for x in want]
             assert precision.mismatch(fn, args, moved, want, same_impl=True) is None
+
+
+def test_the_sign_of_a_zero_picked_among_zeros_of_both_signs_is_undetermined() -> None:
+    """IEEE leaves min(-0.0, 0.0) to the implementation and NumPy's reductions pick by their
+    SIMD order: either zero is right there, and 1/min is undetermined; a row of zeros of
+    one sign keeps its sign, and values stay exact."""
+    b = Builder("m")
+    x = b.input(TensorType("f64", (3, 4)))
+    m = b.emit("min", x, axes=(1,))
+    fn = b.build([m, b.div(b.const(1.0, "f64", (3,)), m)])
+    a = np.array([[-0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 2.0], [3.0, -1.5, 0.0, -0.0]])
+    with np.errstate(divide="ignore"):
+        want = run(fn, a)
+        other = want[0].copy()
+        other[0] = -other[0]
+        assert precision.mismatch(fn, [a], [other, 1 / other], want) is None
+        for k, v in ((1, -0.0), (2, -1.5 + 2**-50)):  # a determined sign; a value off
+            bad = want[0].copy()
+            bad[k] = v
+            assert precision.mismatch(fn, [a], [bad, 1 / bad], want) is not None

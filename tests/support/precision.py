@@ -5,7 +5,9 @@ buffers, an optimized program against the one it came from).
 Every op is in one class of ``PRECISION``, with the reason:
 
 - ``move``: the result's elements are copies of operand elements or constants (shape and
-  data movement, ``max``/``min``, ``select``): equal operands give equal bits.
+  data movement, ``max``/``min``, ``select``): equal operands give equal bits, but for the
+  sign of a zero that a ``max``/``min`` reduction picks among zeros of both signs (IEEE
+  leaves it to the implementation, NumPy's follows its SIMD order).
 - ``exact``: IEEE arithmetic, correctly rounded in every implementation (``add``, ``mul``,
   ``div``, ``sqrt``...): equal operands give equal bits; different operands move the
   result by what the operands moved it, plus one unit in the last place for rounding.
@@ -204,6 +206,23 @@ def _sum_class(op: str, xs: list[np.ndarray], ds: list[np.ndarray], attrs: dict[
     return out + np.where(out > 0, _spacing(y, out), 0.0)
 
 
+# IEEE 754 leaves the sign of min(-0.0, 0.0) and max(-0.0, 0.0) to the implementation, and
+# NumPy's reductions pick by their SIMD order (np.min([-0., 0., 0., 0.]) is 0.0, a loop
+# keeping the first smaller-or-equal value gives -0.0): such a zero's sign is undetermined,
+# a bound of one subnormal step (the value is a zero either way; an op that tells the
+# signs apart, 1/x, makes its result undetermined through the corners).
+_SIGN_OF_ZERO = float(np.finfo(np.float64).smallest_subnormal)
+
+
+def _zero_of_either_sign(x: np.ndarray, axes: tuple[int, ...], y: np.ndarray) -> np.ndarray:
+    """Where a max/min reduction's result is a zero picked among zeros of both signs."""
+    if x.dtype.kind != "f" or not x.size:
+        return np.zeros(y.shape, bool)
+    zero = x == 0
+    both = np.any(zero & np.signbit(x), axis=axes) & np.any(zero & ~np.signbit(x), axis=axes)
+    return np.broadcast_to(both & (y == 0), y.shape)
+
+
 def _move_class(op: str, xs: list[np.ndarray], ds: list[np.ndarray], attrs: dict[str, Any],
                 y: np.ndarray) -> np.ndarray:
     """The op applied to the operands' bounds (data operands); index and condition
@@ -213,7 +232,7 @@ def _move_class(op: str, xs: list[np.ndarray], ds: list[np.ndarray], attrs: dict
         return np.zeros(y.shape)
     if op in ("max", "min"):
         out = np.max(ds[0], axis=attrs["axes"]) if ds[0].size else np.zeros(y.shape)
-        return np.broadcast_to(out, y.shape)
+        return np.where(_zero_of_either_sign(xs[0], attrs["axes"], y), _SIGN_OF_ZERO, out)
     if op in ("maximum", "minimum", "neg", "abs"):
         return np.broadcast_to(np.maximum.reduce([np.broadcast_to(d, y.shape) for d in ds])
                                if len(ds) > 1 else ds[0], y.shape)
