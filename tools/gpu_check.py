@@ -181,12 +181,11 @@ def models() -> dict[str, Any]:
     if EMULATE[0]:
         return out
     import cupy as cp
-    from support.cuda_cases import linear_loss as loss
-    from support.cuda_cases import linear_model as _model
+    from support.cuda_cases import linear_loss, linear_model
 
-    m, X = _model(np.random.default_rng(5))
-    v0, g0 = yota.grad(loss, m, X)
-    v1, g1 = yota.grad(loss, yota.to_device(m, "cuda"), cp.asarray(X))
+    m, X = linear_model(np.random.default_rng(5))
+    v0, g0 = yota.grad(linear_loss, m, X)
+    v1, g1 = yota.grad(linear_loss, yota.to_device(m, "cuda"), cp.asarray(X))
     ok = (isinstance(g1[1], cp.ndarray) and np.allclose(cp.asnumpy(g1[1]), g0[1], rtol=1e-10)
           and np.allclose(cp.asnumpy(g1[0].W), g0[0].W, rtol=1e-10)
           and math.isclose(float(v1), float(v0), rel_tol=1e-12))
@@ -194,7 +193,7 @@ def models() -> dict[str, Any]:
     if not ok:
         REPORT["failures"].append("models: yota.grad on CuPy arrays differs")
     try:
-        yota.grad(loss, m, cp.asarray(X))
+        yota.grad(linear_loss, m, cp.asarray(X))
         out["mixing"] = "no error"
         REPORT["failures"].append("models: mixing host and device arrays did not raise")
     except yota.YotaError as e:

@@ -15,9 +15,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from support import TESTS
-from support.cuda_cases import EXAMPLE_MODELS, Linear, model_gradients_match
-from support.cuda_cases import linear_loss as loss
-from support.cuda_cases import linear_model as _model
+from support.cuda_cases import (
+    EXAMPLE_MODELS,
+    Linear,
+    linear_loss,
+    linear_model,
+    model_gradients_match,
+)
 from yota.backends import cuda
 from yota.backends.cuda.emulate import emulation_available
 
@@ -86,38 +90,38 @@ def test_to_device_cpu_walks_structures_and_converts_only_floats() -> None:
 
 # -- grad and compile on device arrays --------------------------------------------------------------
 def test_grad_on_device_arrays_matches_the_cpu_backend(emu: Any) -> None:
-    m, X = _model(np.random.default_rng(0))
-    v0, g0 = yota.grad(loss, m, X)
-    v1, g1 = yota.grad(loss, _fake(m), FakeDeviceArray(X))
+    m, X = linear_model(np.random.default_rng(0))
+    v0, g0 = yota.grad(linear_loss, m, X)
+    v1, g1 = yota.grad(linear_loss, _fake(m), FakeDeviceArray(X))
     assert np.isclose(float(v1), float(v0), rtol=1e-12)
     for k in (("W",), ("b",)):
         np.testing.assert_allclose(np.asarray(g1.flat[0][k]), g0.flat[0][k], rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(np.asarray(g1[1]), g0[1], rtol=1e-12, atol=1e-14)
-    v2, _ = yota.grad(loss, _fake(m), FakeDeviceArray(X * 2))  # the cached program, new values
-    v3, _ = yota.grad(loss, m, X * 2)
+    v2, _ = yota.grad(linear_loss, _fake(m), FakeDeviceArray(X * 2))  # the cached program, new values
+    v3, _ = yota.grad(linear_loss, m, X * 2)
     assert np.isclose(float(v2), float(v3), rtol=1e-12)
 
 
 def test_mixing_host_and_device_arrays_names_both_paths(emu: Any) -> None:
-    m, X = _model(np.random.default_rng(1))
+    m, X = linear_model(np.random.default_rng(1))
     with pytest.raises(yota.YotaError, match=r"m\.W is a NumPy \(host\) array but X is a CuPy"):
-        yota.grad(loss, m, FakeDeviceArray(X))
+        yota.grad(linear_loss, m, FakeDeviceArray(X))
     with pytest.raises(yota.YotaError, match=r"X is a NumPy .* but m\.W is a CuPy"):
-        yota.grad(loss, _fake(m), X)
+        yota.grad(linear_loss, _fake(m), X)
     with pytest.raises(yota.YotaError, match="backend='llvm' runs on the host"):
-        yota.grad(loss, _fake(m), FakeDeviceArray(X), backend="llvm")
+        yota.grad(linear_loss, _fake(m), FakeDeviceArray(X), backend="llvm")
 
 
 def test_backend_cuda_forces_the_device_for_host_arrays(emu: Any) -> None:
-    m, X = _model(np.random.default_rng(2))
-    v0, g0 = yota.grad(loss, m, X)
-    v1, g1 = yota.grad(loss, m, X, backend="cuda")
+    m, X = linear_model(np.random.default_rng(2))
+    v0, g0 = yota.grad(linear_loss, m, X)
+    v1, g1 = yota.grad(linear_loss, m, X, backend="cuda")
     assert g1.tape is not None and np.isclose(float(v1), float(v0), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(g1[1]), g0[1], rtol=1e-12, atol=1e-14)
 
 
 def test_compile_on_device_arrays(emu: Any) -> None:
-    m, X = _model(np.random.default_rng(3))
+    m, X = linear_model(np.random.default_rng(3))
     f = lambda m, X: np.tanh(m.W @ X) * 2.0  # noqa: E731
     cf = yota.compile(f, _fake(m), FakeDeviceArray(X))
     want = np.tanh(m.W @ X) * 2.0
@@ -166,9 +170,9 @@ def test_cli_check_compiles_with_nvrtc() -> None:
 def test_grad_on_cupy_arrays() -> None:
     import cupy as cp
 
-    m, X = _model(np.random.default_rng(5))
-    v0, g0 = yota.grad(loss, m, X)
-    v1, g1 = yota.grad(loss, yota.to_device(m, "cuda"), cp.asarray(X))
+    m, X = linear_model(np.random.default_rng(5))
+    v0, g0 = yota.grad(linear_loss, m, X)
+    v1, g1 = yota.grad(linear_loss, yota.to_device(m, "cuda"), cp.asarray(X))
     assert isinstance(g1[1], cp.ndarray)
     np.testing.assert_allclose(cp.asnumpy(g1[0].W), g0[0].W, rtol=1e-10)
     assert np.isclose(float(v1), float(v0), rtol=1e-12)

@@ -162,7 +162,7 @@ print("OK")
 def test_no_access_outside_arrays_next_to_guard_pages() -> None:
     """Inputs and outputs placed against PROT_NONE pages (after the data, then before it):
     any out-of-bounds access kills the subprocess with SIGSEGV."""
-    code, env = GUARD_SCRIPT.format(), {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    code, env = GUARD_SCRIPT, {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     probe = subprocess.run([sys.executable, "-c", code, "probe"], capture_output=True,
                            text=True, timeout=120, env=env)
     assert probe.returncode < 0 and "NOT PROTECTED" not in probe.stdout  # the guard works
