@@ -40,16 +40,18 @@ def check_inputs(fn: Function, args: Sequence[Any]) -> list[np.ndarray]:
 
 
 def run(fn: Function, *args: Any) -> list[np.ndarray]:
-    """Run ``fn`` on ``args``; returns its outputs as a list of arrays."""
+    """Run ``fn`` on ``args``; returns its outputs as a list of arrays (NumPy's
+    floating-point warnings off: a program computes what it computes, inf and nan too)."""
     env: dict[Value, np.ndarray] = dict(zip(fn.inputs, check_inputs(fn, args), strict=True))
-    for i in range(len(fn.ops)):
-        run_op(fn, i, env)
+    with np.errstate(all="ignore"):  # once per run, not per op: a loop's body runs often
+        for i in range(len(fn.ops)):
+            run_op(fn, i, env)
     return [env[v] for v in fn.outputs]
 
 
 def run_op(fn: Function, i: int, env: dict[Value, np.ndarray]) -> None:
     """Run op ``i`` of ``fn`` on the values in ``env`` and add its results to ``env`` (a
-    failing guard raises ``GuardFailed``)."""
+    failing guard raises ``GuardFailed``); ``run`` turns NumPy's warnings off around it."""
     op = fn.ops[i]
     xs = [env[v] for v in op.operands]
     if op.name == "guard":
@@ -74,8 +76,7 @@ def _apply(impl: Any, op: Op, xs: list[np.ndarray]) -> Any:
     """``op``'s NumPy reference on ``xs``; NumPy's ``LinAlgError`` (a singular matrix...)
     becomes Yota's, with the op and the user's line."""
     try:
-        with np.errstate(all="ignore"):
-            return impl(*xs, **op.attrs)
+        return impl(*xs, **op.attrs)
     except np.linalg.LinAlgError as e:
         if op.name not in LINALG_FAILURES or isinstance(e, LinAlgError):
             raise
@@ -91,7 +92,7 @@ def _apply(impl: Any, op: Op, xs: list[np.ndarray]) -> Any:
 
 
 def _as_type(val: Any, r: Value, opname: str) -> np.ndarray:
-    arr = np.asarray(val)
+    arr = val if type(val) is np.ndarray else np.asarray(val)
     if arr.shape != r.type.shape:
         raise IRTypeError(f"interpreter: '{opname}' produced shape {arr.shape}, "
                           f"expected {r.type}")

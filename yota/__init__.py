@@ -87,6 +87,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "jacobian": ("yota.jacobians", "jacobian"),  # whole Jacobians, fwd or rev, one program
     "hessian": ("yota.jacobians", "hessian"),
     "vmap": ("yota.vmapping", "vmap"),  # batching: per-example programs as one
+    "scan": ("yota.loops", "scan"),  # a loop whose step is traced once
+    "fori_loop": ("yota.loops", "fori_loop"),
     # the native backend's threads per job (default: YOTA_NUM_THREADS, else the cores)
     "set_num_threads": ("yota.backends.llvm.runtime.pool", "set_num_threads"),
     "num_threads": ("yota.backends.llvm.runtime.pool", "num_threads"),

@@ -1,0 +1,197 @@
+"""``yota.scan`` and ``yota.fori_loop``: a loop whose step is traced once.
+
+A plain Python loop in a traced function is traced step by step, then rolled back into
+one ``loop`` op (``yota.ir.passes.roll``): simple to write, but the trace costs every
+step. ``scan`` traces its step function once, on the first step's values, and builds the
+``loop`` op directly, so a loop of ten thousand steps traces like one step::
+
+    def loss(Wx, Wh, xs):
+        def step(h, x):
+            h = np.tanh(x @ Wx + h @ Wh)
+            return h, np.sum(h ** 2)
+        h, per_step = yota.scan(step, np.zeros((16, 64)), xs)
+        return np.sum(per_step)
+
+``scan(f, init, xs)`` runs ``carry, y = f(carry, x)`` for each ``x = xs[i]`` (the leading
+axis of every array of ``xs``, a structure of arrays or None with ``length=``) and returns
+the last carry and the ``y`` stacked along a new leading axis (same structures). The carry
+keeps its structure, dtypes and shapes from step to step. Outside a traced function it is
+the Python loop on NumPy.
+
+Because the step is traced once, Python decisions in it on carried or stacked values
+(``if np.sum(h) > 0:``) are taken at the first step's values and checked at every step: a
+step that would decide otherwise stops with an error naming the step (use ``np.where``).
+Random draws inside the step are refused (draw them outside and pass them in ``xs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from yota.ir.core import Builder, Function
+from yota.ir.errors import GuardFailed, TraceError, YotaError
+from yota.ir.loops import loop_op
+from yota.ir.types import TensorType
+
+from . import structs
+from . import tracing as _tracing
+from .lowering import result_leaves, to_ir
+from .trace_context import current_context
+from .validate import check_callable
+
+
+def scan(f: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
+         length: int | None = None, reverse: bool = False) -> tuple[Any, Any]:
+    """``carry, ys``: ``carry, y = f(carry, x)`` for each ``x`` along the leading axis of
+    ``xs`` (last to first with ``reverse=True``; ``ys`` stays in ``xs``'s order), the
+    ``y`` stacked along a new leading axis. In a traced function the step is traced once
+    and compiled as one loop (see the module's text)."""
+    check_callable(f, "scan")
+    n = _length(_tracing.detach(xs), length)
+    if current_context() is not None:
+        return _traced(f, init, xs, n, bool(reverse))
+    return _eager(f, init, xs, n, bool(reverse))
+
+
+def fori_loop(lower: int, upper: int, body: Callable[[Any, Any], Any], init: Any) -> Any:
+    """``carry = body(i, carry)`` for ``i`` in ``range(lower, upper)``; the last carry.
+    ``i`` is an int64 scalar (traced: it indexes arrays, ``x[i]``, as a traced index)."""
+    check_callable(body, "fori_loop")
+    if not all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
+               for b in (lower, upper)):
+        raise YotaError(f"yota.fori_loop: lower and upper must be Python ints (the number "
+                        f"of steps is fixed when the loop is traced), got "
+                        f"{type(lower).__name__} and {type(upper).__name__}")
+
+    def step(carry: Any, i: Any) -> tuple[Any, None]:
+        return body(i, carry), None
+
+    idx = np.arange(int(lower), max(int(lower), int(upper)), dtype=np.int64)
+    return scan(step, init, idx)[0]
+
+
+# -- the length and the steps' slices -----------------------------------------------------
+def _length(xs: Any, length: int | None) -> int:
+    leaves = [v for _, v in structs.flatten(xs)[0]] if xs is not None else []
+    lens = {int(np.shape(v)[0]) for v in leaves if np.ndim(v) >= 1}
+    if any(np.ndim(v) == 0 for v in leaves):
+        raise YotaError("yota.scan: every array of xs needs a leading axis to scan over; "
+                        "found a scalar (pass it through the carry or close over it)")
+    if length is not None:
+        if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 0:
+            raise YotaError(f"yota.scan: length must be an int >= 0, got {length!r}")
+        lens.add(int(length))
+    if not lens:
+        raise YotaError("yota.scan: xs holds no array; pass length= for the number of steps")
+    if len(lens) > 1:
+        raise YotaError(f"yota.scan: the leading axes of xs (and length=) disagree: "
+                        f"{sorted(lens)}; every array of xs is scanned along axis 0")
+    return lens.pop()
+
+
+def _slice(xs: Any, i: int) -> Any:
+    if xs is None:
+        return None
+    return structs.rebuild(xs, lambda _, v: v[i])
+
+
+def _step(f: Callable[..., Any], carry: Any, x: Any) -> tuple[Any, Any]:
+    out = f(carry, x)
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise YotaError(f"yota.scan: the step {getattr(f, '__name__', f)!r} must return a "
+                        f"pair (carry, y), got {type(out).__name__}")
+    return out
+
+
+# -- outside a trace: the Python loop ------------------------------------------------------
+def _eager(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
+           ) -> tuple[Any, Any]:
+    if n == 0:  # the outputs' shapes: one step run on zeros, its results dropped
+        x0 = None if xs is None else structs.rebuild(
+            xs, lambda _, v: np.zeros(np.shape(v)[1:], np.asarray(v).dtype))
+        _, y0 = _step(f, init, x0)
+        return init, structs.rebuild(y0, lambda _, v: np.empty((0, *np.shape(v)),
+                                                               np.asarray(v).dtype))
+    carry, ys = init, [None] * n
+    for i in range(n - 1, -1, -1) if reverse else range(n):
+        carry, ys[i] = _step(f, carry, _slice(xs, i))
+        _check_carry(init, carry, f)
+    leaves0, _ = structs.flatten(ys[0])
+    flat = [structs.flatten(y)[0] for y in ys]
+    stacked = [np.stack([np.asarray(fl[k][1]) for fl in flat]) for k in range(len(leaves0))]
+    it = iter(stacked)
+    return carry, structs.rebuild(ys[0], lambda _, v: next(it))
+
+
+def _check_carry(init: Any, carry: Any, f: Callable[..., Any]) -> None:
+    a, b = structs.flatten(init), structs.flatten(carry)
+    if len(a[0]) != len(b[0]) or any(
+            np.shape(u) != np.shape(v) or np.result_type(u) != np.result_type(v)
+            for (_, u), (_, v) in zip(a[0], b[0], strict=True)):
+        raise YotaError(f"yota.scan: the step {getattr(f, '__name__', f)!r} returns a carry "
+                        f"{_describe(carry)} where it was given {_describe(init)}; the "
+                        "carry keeps its structure, dtypes and shapes (cast with .astype)")
+
+
+def _describe(x: Any) -> str:
+    leaves, _ = structs.flatten(x)
+    parts = [f"{structs.format_path(p) or 'carry'}: {np.result_type(v)}{list(np.shape(v))}"
+             for p, v in leaves]
+    return "(" + ", ".join(parts) + ")"
+
+
+# -- in a trace: the step traced once, one loop op -----------------------------------------
+def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
+            ) -> tuple[Any, Any]:
+    """Trace ``f`` once on the first step's example values (a nested trace: the
+    enclosing trace's values it closes over are its captured inputs), wrap its program
+    in a ``loop`` op of ``n`` steps, and run that in the enclosing trace
+    (``tracing.inline``: one entry, inlined op by op when lowered)."""
+    name = getattr(f, "__name__", "step")
+    init_v, xs_v = _tracing.detach(init), _tracing.detach(xs)
+    first = (n - 1 if reverse else 0) if n else None
+    x0 = None if xs_v is None else structs.rebuild(
+        xs_v, lambda _, v: np.asarray(v)[first] if first is not None
+        else np.zeros(np.shape(v)[1:], np.asarray(v).dtype))
+    _, tape = _tracing.trace(lambda c, x: _step(f, c, x), init_v, x0)
+    body = to_ir(tape, f"{name}_step")
+    carries = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 0)
+    stacked = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 1)
+    _check_body(body, tape, carries, init_v, name)
+    b = Builder(f"scan_{name}")
+    ins = [b.input(TensorType(t.dtype, (n, *t.shape)) if carries <= k < carries + stacked
+                   else t, label)
+           for k, (t, label) in enumerate(zip(body.input_types, body.input_labels,
+                                              strict=True))]
+    b.callees[body.name] = body
+    op = b.append(loop_op(body, ins, length=n, carries=carries, stacked=stacked,
+                          reverse=reverse))
+    fn: Function = b.build(list(op.results))
+    try:
+        outs = _tracing.inline(fn, tape, (init, xs), "scan")
+    except GuardFailed as e:
+        raise TraceError(
+            f"yota.scan: the step {name!r} is traced once, at the first step's values, and "
+            f"a Python decision in it goes the other way at a later step: {e}. Write "
+            "choices that depend on carried or stacked values with np.where") from None
+    return _tracing.restructure(tape.result, outs)  # type: ignore[no-any-return]
+
+
+def _check_body(body: Function, tape: Any, carries: int, init: Any, name: str) -> None:
+    """The step returns a carry of the carry's structure and types."""
+    got = tape.result[0]
+    n_out = len(result_leaves(got))
+    same = n_out == carries and all(
+        body.input_types[k] == body.output_types[k] for k in range(carries))
+    if not same:
+        outs = ", ".join(str(t) for t in body.output_types[:n_out])
+        raise YotaError(f"yota.scan: the step {name!r} returns a carry ({outs}) where it was "
+                        f"given {_describe(init)}; the carry keeps its structure, dtypes and "
+                        "shapes from step to step (cast with .astype, or build it with the "
+                        "final shapes before the loop)")
+
+
+__all__ = ["scan", "fori_loop"]
