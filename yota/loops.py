@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from yota.ir.core import Builder, Function
-from yota.ir.errors import GuardFailed, TraceError, YotaError
+from yota.ir.errors import GuardFailed, TraceError, UnsupportedError, YotaError
 from yota.ir.loops import loop_op
 from yota.ir.types import TensorType
 
@@ -40,6 +40,7 @@ from . import structs
 from . import tracing as _tracing
 from .lowering import result_leaves, to_ir
 from .trace_context import current_context
+from .traced import traces
 from .validate import check_callable
 
 
@@ -101,8 +102,9 @@ def _slice(xs: Any, i: int) -> Any:
 def _step(f: Callable[..., Any], carry: Any, x: Any) -> tuple[Any, Any]:
     out = f(carry, x)
     if not isinstance(out, tuple) or len(out) != 2:
+        got = "one value" if not isinstance(out, tuple) else f"{len(out)} values"
         raise YotaError(f"yota.scan: the step {getattr(f, '__name__', f)!r} must return a "
-                        f"pair (carry, y), got {type(out).__name__}")
+                        f"pair (carry, y), got {got}; return (carry, None) for no y")
     return out
 
 
@@ -114,31 +116,45 @@ def _eager(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
             xs, lambda _, v: np.zeros(np.shape(v)[1:], np.asarray(v).dtype))
         _, y0 = _step(f, init, x0)
         return init, structs.rebuild(y0, lambda _, v: np.empty((0, *np.shape(v)),
-                                                               np.asarray(v).dtype))
+                                                               np.asarray(v).dtype),
+                                     leaf=_number_or_array)
     carry, ys = init, [None] * n
     for i in range(n - 1, -1, -1) if reverse else range(n):
         carry, ys[i] = _step(f, carry, _slice(xs, i))
         _check_carry(init, carry, f)
-    leaves0, _ = structs.flatten(ys[0])
-    flat = [structs.flatten(y)[0] for y in ys]
-    stacked = [np.stack([np.asarray(fl[k][1]) for fl in flat]) for k in range(len(leaves0))]
-    it = iter(stacked)
-    return carry, structs.rebuild(ys[0], lambda _, v: next(it))
+    flat = [_leaves(y) for y in ys]
+    it = iter([np.stack([np.asarray(fl[k][1]) for fl in flat]) for k in range(len(flat[0]))])
+    return carry, structs.rebuild(ys[0], lambda _, v: next(it), leaf=_number_or_array)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (bool, int))
+
+
+def _number_or_array(v: Any) -> bool:
+    return _is_int(v) or structs.is_leaf(v)
+
+
+def _leaves(x: Any) -> list[tuple[Any, Any]]:
+    """(path, value) of the arrays and numbers in ``x`` (Python ints too)."""
+    out: list[tuple[Any, Any]] = []
+    structs.rebuild(x, lambda p, v: out.append((p, v)), leaf=_number_or_array)
+    return out
 
 
 def _check_carry(init: Any, carry: Any, f: Callable[..., Any]) -> None:
-    a, b = structs.flatten(init), structs.flatten(carry)
-    if len(a[0]) != len(b[0]) or any(
+    a, b = _leaves(init), _leaves(carry)
+    if len(a) != len(b) or any(
             np.shape(u) != np.shape(v) or np.result_type(u) != np.result_type(v)
-            for (_, u), (_, v) in zip(a[0], b[0], strict=True)):
+            for (_, u), (_, v) in zip(a, b, strict=True)):
         raise YotaError(f"yota.scan: the step {getattr(f, '__name__', f)!r} returns a carry "
                         f"{_describe(carry)} where it was given {_describe(init)}; the "
                         "carry keeps its structure, dtypes and shapes (cast with .astype)")
 
 
 def _describe(x: Any) -> str:
-    leaves, _ = structs.flatten(x)
-    parts = [f"{structs.format_path(p) or 'carry'}: {np.result_type(v)}{list(np.shape(v))}"
+    leaves = _leaves(x)
+    parts = [f"{structs.format_path(p, 'carry')}: {np.result_type(v)}{list(np.shape(v))}"
              for p, v in leaves]
     return "(" + ", ".join(parts) + ")"
 
@@ -151,12 +167,26 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
     in a ``loop`` op of ``n`` steps, and run that in the enclosing trace
     (``tracing.inline``: one entry, inlined op by op when lowered)."""
     name = getattr(f, "__name__", "step")
+    # a Python int or bool in the carry is a constant of a trace: carried as a 0-d array
+    init = structs.rebuild(init, lambda _, v: np.asarray(v) if _is_int(v) else v,
+                           leaf=lambda v: _is_int(v) or structs.is_traced(v) or structs.is_leaf(v))
     init_v, xs_v = _tracing.detach(init), _tracing.detach(xs)
     first = (n - 1 if reverse else 0) if n else None
     x0 = None if xs_v is None else structs.rebuild(
         xs_v, lambda _, v: np.asarray(v)[first] if first is not None
         else np.zeros(np.shape(v)[1:], np.asarray(v).dtype))
+    enclosing = list(getattr(traces, "stack", None) or [])
+    drawn = [_events(c) for c in enclosing]
     _, tape = _tracing.trace(lambda c, x: _step(f, c, x), init_v, x0)
+    for c, n0 in zip(enclosing, drawn, strict=True):
+        if _events(c) != n0:  # a generator of an enclosing trace (its proxy) drew
+            at = c.tape.randoms[-1].loc if c.tape.randoms else None
+            raise UnsupportedError(
+                f"yota.scan: the step {name!r} draws random numbers"
+                f"{f' at {at.describe()}' if at is not None else ''} from a generator of the "
+                "enclosing function; the step is traced once, so every step would get the "
+                "first step's numbers. Draw them for all steps before the loop and pass "
+                "them in xs (rng.standard_normal((length, ...)))")
     body = to_ir(tape, f"{name}_step")
     carries = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 0)
     stacked = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 1)
@@ -177,7 +207,12 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
             f"yota.scan: the step {name!r} is traced once, at the first step's values, and "
             f"a Python decision in it goes the other way at a later step: {e}. Write "
             "choices that depend on carried or stacked values with np.where") from None
-    return _tracing.restructure(tape.result, outs)  # type: ignore[no-any-return]
+    return _tracing.restructure(tape.result, outs)
+
+
+def _events(ctx: Any) -> int:
+    rec = ctx.recorder
+    return len(rec.draws.events) if rec is not None else 0
 
 
 def _check_body(body: Function, tape: Any, carries: int, init: Any, name: str) -> None:

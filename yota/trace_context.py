@@ -53,6 +53,7 @@ class TraceContext:
         self.deferred: UnsupportedError | None = None  # raised when the function returns
         self.foreign: dict[int, tuple[TracedValue, Var]] = {}  # enclosing traces' tracers used
         self.found: Any = None  # what the function reads from outside (yota.captured.Found)
+        self.recorder: Any = None  # its random events (yota.randomness.Recorder)
 
     def tracer(self, var: Var | None, value: Any, path: tuple[Any, ...] = (),
                store: Storage | None = None, const: bool = False) -> Tracer:

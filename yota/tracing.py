@@ -100,7 +100,7 @@ def _trace_once(f: Callable[..., Any], *args: Any, primitives: Any = None,
     pol = captured.Policy(substitute=False) if nested else captured.current_policy()
     found = ctx.found = captured.discover(f, len(args), pol)
     snapshot = Snapshot.of(f, traced_args)
-    recorder = Recorder(ctx)
+    recorder = ctx.recorder = Recorder(ctx)
     check = UnrecordedDraws(snapshot.unrecordable)
     try:
         with active(ctx), temporary_primitives(f, primitives), foreign.answering(lists), \

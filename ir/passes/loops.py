@@ -499,13 +499,36 @@ def loops(fn: Function, ctx: PassContext) -> Function:
         new = p.build()
         assert p.new_body is not None
         callees[p.name] = p.new_body
-        ops += p.pre + [new] + [remap(o, p.subst) for o in p.post]
+        ops += p.pre + [new] + _in_order([remap(o, p.subst) for o in p.post])
         subst.update(p.subst)
         changed = True
     if not changed:
         return fn
     outputs = tuple(resolve(v, subst) for v in fn.outputs)
     return dce(fn.replace(ops=ops, outputs=outputs, callees=callees), ctx)
+
+
+def _in_order(ops: list[Op]) -> list[Op]:
+    """The ops made after a loop, each placed after those whose results it reads: a step
+    output dropped late (``drop_unread``: a reshape of another output) is replaced by an
+    op made after the ops that already read it (a sum of products' factor)."""
+    made = {r: op for op in ops for r in op.results}
+    out: list[Op] = []
+    placed: set[int] = set()
+
+    def place(op: Op) -> None:
+        if id(op) in placed:
+            return
+        placed.add(id(op))
+        for v in op.operands:
+            dep = made.get(v)
+            if dep is not None:
+                place(dep)
+        out.append(op)
+
+    for op in ops:
+        place(op)
+    return out
 
 
 LOOPS = Pass("loops", "loop-invariant ops run once, running sums summed after the loop, "
