@@ -7,6 +7,8 @@ Programs, each a plain Python loop:
 - ``rnn``: a tanh RNN (hidden 64, batch 16, input 32, f64), ``T`` steps,
   ``loss = mean over t of sum((h_t @ Wo)**2)``; JAX runs it as ``lax.scan``, its way of
   compiling a loop once;
+- ``rnn_scan``: the same RNN written with ``yota.scan`` (the step traced once; JAX's
+  column is its ``lax.scan`` again);
 - ``resmlp``: a pre-LayerNorm residual MLP of ``L`` equal blocks (batch 64, width 256,
   f32), ``x = x + tanh(LN(x) @ W1[l] + b1[l]) @ W2[l] + b2[l]``, weights stacked along a
   leading axis; JAX runs it as ``lax.scan`` over the stacked weights.
@@ -34,8 +36,9 @@ from typing import Any
 import numpy as np
 from bench.machine import load_average, run_meta
 
-SIZES = {"rnn": [10, 100, 1000, 10_000], "resmlp": [4, 64, 256]}
-QUICK = {"rnn": [10, 100], "resmlp": [4, 16]}
+SIZES = {"rnn": [10, 100, 1000, 10_000], "rnn_scan": [10, 100, 1000, 10_000],
+         "resmlp": [4, 16, 64, 256]}
+QUICK = {"rnn": [10, 100], "rnn_scan": [10, 100], "resmlp": [4, 16]}
 H, B, I = 64, 16, 32  # the RNN
 WIDTH, BATCH = 256, 64  # the residual MLP
 EPS = 1e-5
@@ -55,6 +58,17 @@ def rnn_loss(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
         h = np.tanh(xs[t] @ Wx + h @ Wh)
         total = total + np.sum((h @ Wo) ** 2)
     return total / xs.shape[0]
+
+
+def rnn_scan_loss(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
+    import yota
+
+    def step(h: Any, x: Any) -> tuple[Any, Any]:
+        h = np.tanh(x @ Wx + h @ Wh)
+        return h, np.sum((h @ Wo) ** 2)
+
+    _, ys = yota.scan(step, np.zeros((B, H)), xs)
+    return np.sum(ys) / xs.shape[0]
 
 
 def resmlp_inputs(L: int) -> list[np.ndarray]:
@@ -85,7 +99,7 @@ def jax_loss(name: str) -> Any:
     import jax
     import jax.numpy as jnp
 
-    if name == "rnn":
+    if name in ("rnn", "rnn_scan"):
         def loss(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
             def step(h: Any, x: Any) -> Any:
                 h = jnp.tanh(x @ Wx + h @ Wh)
@@ -102,7 +116,8 @@ def jax_loss(name: str) -> Any:
     return mlp
 
 
-PROGRAMS = {"rnn": (rnn_inputs, rnn_loss), "resmlp": (resmlp_inputs, resmlp_loss)}
+PROGRAMS = {"rnn": (rnn_inputs, rnn_loss), "rnn_scan": (rnn_inputs, rnn_scan_loss),
+            "resmlp": (resmlp_inputs, resmlp_loss)}
 
 
 # -- one measurement, in its own process ------------------------------------------------------------
@@ -148,6 +163,9 @@ def _median(call: Any, n: int) -> float:
 
 def run(system: str, name: str, size: int, steps: int, timeout: float) -> dict[str, Any]:
     env = {**os.environ, "YOTA_CACHE": "0", "PYTHONWARNINGS": "ignore"}
+    # Python's own bytecode cache stays on, as for any installed package (a sandbox that
+    # sets PYTHONDONTWRITEBYTECODE recompiles Yota's lazily imported modules per process)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cmd = [sys.executable, __file__, "--one", system, name, str(size), str(steps)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
@@ -206,7 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     for name, ns in sizes.items():
         pts = []
         for n in ns:
-            res = {s: run(s, name, n, a.steps, a.timeout) if s in systems else {}
+            same = results.get(f"rnn/{n}", {}).get("jax") if name == "rnn_scan" else None
+            res = {s: same if s == "jax" and same else
+                   run(s, name, n, a.steps, a.timeout) if s in systems else {}
                    for s in ("yota", "jax")}
             results[f"{name}/{n}"] = res
             print(row(name, n, res["yota"], res["jax"]), flush=True)
