@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .core import Function, Op, Value
-from .types import DTYPE_NAMES
+from .types import DTYPE_NAMES, TensorType
 
 
 def format_scalar(x: Any) -> str:
@@ -33,6 +33,41 @@ def format_scalar(x: Any) -> str:
         s = str(x) if isinstance(x, np.float32) else repr(f)
         return s if any(c in s for c in ".en") else s + ".0"
     raise TypeError(f"cannot print attribute value {x!r}")
+
+
+# texts of the types and of the small attributes met in a program (its steps repeat them:
+# a 100k-op traced loop has a few dozen distinct types), kept by value (bounded)
+_TEXTS: dict[Any, Any] = {}
+_TEXTS_LIMIT = 1 << 14
+
+
+def type_text(t: TensorType) -> str:
+    """``str(t)``, remembered by the type object (types are mostly shared objects:
+    ``tensor_type``); the entry keeps the object alive, so its id is not reused."""
+    e = _TEXTS.get(id(t))
+    if e is not None and e[0] is t:
+        return e[1]  # type: ignore[no-any-return]
+    s = str(t)
+    if len(_TEXTS) >= _TEXTS_LIMIT:
+        _TEXTS.clear()
+    _TEXTS[id(t)] = (t, s)
+    return s
+
+
+def _attr_text(v: Any) -> str:
+    """``format_attr(v)``, remembered for an int or a tuple of ints (the key holds the
+    type: ``True``, ``1`` and ``1.0`` are equal as keys but print differently)."""
+    tv = type(v)
+    if tv is int or tv is tuple and all(type(x) is int for x in v):
+        key = (tv, v)
+        s = _TEXTS.get(key)
+        if s is None:
+            s = format_attr(v)
+            if len(_TEXTS) >= _TEXTS_LIMIT:
+                _TEXTS.clear()
+            _TEXTS[key] = s
+        return s
+    return format_attr(v)
 
 
 def format_attr(v: Any) -> str:
@@ -80,16 +115,17 @@ class Namer:
 def format_op(op: Op, names: Namer) -> str:
     parts = []
     if op.results:
-        parts.append(", ".join(names.define(r) for r in op.results) + " =")
+        parts.append(", ".join([names.define(r) for r in op.results]) + " =")
     parts.append(op.name)
     if op.operands:
-        parts.append(", ".join(names[v] for v in op.operands))
-    if op.attrs:
-        parts.append("{" + ", ".join(f"{k} = {format_attr(op.attrs[k])}"
-                                     for k in sorted(op.attrs)) + "}")
+        parts.append(", ".join([names[v] for v in op.operands]))
+    attrs = op.attrs
+    if attrs:
+        parts.append("{" + ", ".join([f"{k} = {_attr_text(attrs[k])}"
+                                      for k in sorted(attrs)]) + "}")
     line = " ".join(parts)
     if op.results:
-        line += " : " + ", ".join(str(r.type) for r in op.results)
+        line += " : " + ", ".join([type_text(r.type) for r in op.results])
     if op.loc:
         line += f"  # {op.loc}"
     return line

@@ -30,7 +30,10 @@ SCRIPT = textwrap.dedent("""\
 def _run(site, cache, tmp_path) -> dict:
     script = tmp_path / "digest.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(site), "YOTA_CACHE_DIR": str(cache)}
+    # no bytecode written into the copy: a new __pycache__ folder is a change of the
+    # package's folders, which the remembered digest rightly sees (pip compiles at install)
+    env = {**os.environ, "PYTHONPATH": str(site), "YOTA_CACHE_DIR": str(cache),
+           "PYTHONDONTWRITEBYTECODE": "1"}
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                        env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
