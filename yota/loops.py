@@ -34,11 +34,11 @@ import numpy as np
 from yota.ir.core import Builder, Function
 from yota.ir.errors import GuardFailed, TraceError, UnsupportedError, YotaError
 from yota.ir.loops import loop_op
-from yota.ir.types import TensorType
+from yota.ir.types import TensorType, tensor_type
 
 from . import structs
 from . import tracing as _tracing
-from .lowering import result_leaves, to_ir
+from .lowering import to_ir
 from .trace_context import current_context
 from .traced import traces
 from .validate import check_callable
@@ -143,10 +143,10 @@ def _leaves(x: Any) -> list[tuple[Any, Any]]:
 
 
 def _check_carry(init: Any, carry: Any, f: Callable[..., Any]) -> None:
-    a, b = _leaves(init), _leaves(carry)
-    if len(a) != len(b) or any(
-            np.shape(u) != np.shape(v) or np.result_type(u) != np.result_type(v)
-            for (_, u), (_, v) in zip(a, b, strict=True)):
+    def kinds(x: Any) -> dict[str, tuple[Any, Any]]:
+        return {repr(p): (np.shape(v), np.result_type(v)) for p, v in _leaves(x)}
+
+    if kinds(init) != kinds(carry):
         raise YotaError(f"yota.scan: the step {getattr(f, '__name__', f)!r} returns a carry "
                         f"{_describe(carry)} where it was given {_describe(init)}; the "
                         "carry keeps its structure, dtypes and shapes (cast with .astype)")
@@ -154,30 +154,72 @@ def _check_carry(init: Any, carry: Any, f: Callable[..., Any]) -> None:
 
 def _describe(x: Any) -> str:
     leaves = _leaves(x)
-    parts = [f"{structs.format_path(p, 'carry')}: {np.result_type(v)}{list(np.shape(v))}"
+    parts = [f"{structs.format_path(p, 'carry')}: {tensor_type(np.result_type(v), np.shape(v))}"
              for p, v in leaves]
     return "(" + ", ".join(parts) + ")"
 
 
 # -- in a trace: the step traced once, one loop op -----------------------------------------
+class _Slot:
+    """A leaf's place in a structure whose leaves were taken out (``_split``)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+
+def _split(x: Any) -> tuple[list[Any], list[Any], Any]:
+    """The leaves of ``x`` (tracers, arrays, numbers: a number becomes an array, so that
+    every leaf is a value of the trace), their paths, and ``x`` with ``_Slot``s for them."""
+    leaves: list[Any] = []
+    paths: list[Any] = []
+
+    def take(path: Any, v: Any) -> _Slot:
+        leaves.append(v if structs.is_traced(v) else np.asarray(v))
+        paths.append(path)
+        return _Slot(len(leaves) - 1)
+
+    return leaves, paths, structs.rebuild(x, take, leaf=_value_leaf)
+
+
+def _value_leaf(v: Any) -> bool:
+    return structs.is_traced(v) or _number_or_array(v)
+
+
+def _fill(template: Any, values: list[Any]) -> Any:
+    return structs.rebuild(template, lambda _, s: values[s.k],
+                           leaf=lambda v: isinstance(v, _Slot))
+
+
 def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
             ) -> tuple[Any, Any]:
     """Trace ``f`` once on the first step's example values (a nested trace: the
     enclosing trace's values it closes over are its captured inputs), wrap its program
     in a ``loop`` op of ``n`` steps, and run that in the enclosing trace
-    (``tracing.inline``: one entry, inlined op by op when lowered)."""
+    (``tracing.inline``: one entry, inlined op by op when lowered). The step's carry and
+    ``y`` leave the nested trace as two lists of leaves (any structure, dataclasses too,
+    in ``structs``' order: the carry's leaves come out in the order they went in)."""
     name = getattr(f, "__name__", "step")
     # a Python int or bool in the carry is a constant of a trace: carried as a 0-d array
     init = structs.rebuild(init, lambda _, v: np.asarray(v) if _is_int(v) else v,
-                           leaf=lambda v: _is_int(v) or structs.is_traced(v) or structs.is_leaf(v))
+                           leaf=_value_leaf)
     init_v, xs_v = _tracing.detach(init), _tracing.detach(xs)
     first = (n - 1 if reverse else 0) if n else None
     x0 = None if xs_v is None else structs.rebuild(
         xs_v, lambda _, v: np.asarray(v)[first] if first is not None
         else np.zeros(np.shape(v)[1:], np.asarray(v).dtype))
+    made: dict[str, Any] = {}
+
+    def body(c: Any, x: Any) -> tuple[list[Any], list[Any]]:
+        carry, y = _step(f, c, x)
+        cl, made["carry paths"], made["carry"] = _split(carry)
+        yl, _, made["y"] = _split(y)
+        return cl, yl
+
     enclosing = list(getattr(traces, "stack", None) or [])
     drawn = [_events(c) for c in enclosing]
-    _, tape = _tracing.trace(lambda c, x: _step(f, c, x), init_v, x0)
+    _, tape = _tracing.trace(body, init_v, x0)
     for c, n0 in zip(enclosing, drawn, strict=True):
         if _events(c) != n0:  # a generator of an enclosing trace (its proxy) drew
             at = c.tape.randoms[-1].loc if c.tape.randoms else None
@@ -187,17 +229,18 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
                 "enclosing function; the step is traced once, so every step would get the "
                 "first step's numbers. Draw them for all steps before the loop and pass "
                 "them in xs (rng.standard_normal((length, ...)))")
-    body = to_ir(tape, f"{name}_step")
-    carries = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 0)
+    step_fn = to_ir(tape, f"{name}_step")
+    carries = [path for argnum, path, _ in tape.leaf_vars if argnum == 0]
     stacked = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 1)
-    _check_body(body, tape, carries, init_v, name)
+    step_fn = _in_carry_order(step_fn, carries, made["carry paths"])
+    _check_carry_types(step_fn, carries, made["carry paths"], init_v, name)
     b = Builder(f"scan_{name}")
-    ins = [b.input(TensorType(t.dtype, (n, *t.shape)) if carries <= k < carries + stacked
-                   else t, label)
-           for k, (t, label) in enumerate(zip(body.input_types, body.input_labels,
+    nc = len(carries)
+    ins = [b.input(TensorType(t.dtype, (n, *t.shape)) if nc <= k < nc + stacked else t, label)
+           for k, (t, label) in enumerate(zip(step_fn.input_types, step_fn.input_labels,
                                               strict=True))]
-    b.callees[body.name] = body
-    op = b.append(loop_op(body, ins, length=n, carries=carries, stacked=stacked,
+    b.callees[step_fn.name] = step_fn
+    op = b.append(loop_op(step_fn, ins, length=n, carries=nc, stacked=stacked,
                           reverse=reverse))
     fn: Function = b.build(list(op.results))
     try:
@@ -207,7 +250,8 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
             f"yota.scan: the step {name!r} is traced once, at the first step's values, and "
             f"a Python decision in it goes the other way at a later step: {e}. Write "
             "choices that depend on carried or stacked values with np.where") from None
-    return _tracing.restructure(tape.result, outs)
+    # the last carry in the structure the carry came in (a dict's keys in its order)
+    return _fill(_split(init)[2], outs[:nc]), _fill(made["y"], outs[nc:])
 
 
 def _events(ctx: Any) -> int:
@@ -215,14 +259,30 @@ def _events(ctx: Any) -> int:
     return len(rec.draws.events) if rec is not None else 0
 
 
-def _check_body(body: Function, tape: Any, carries: int, init: Any, name: str) -> None:
-    """The step returns a carry of the carry's structure and types."""
-    got = tape.result[0]
-    n_out = len(result_leaves(got))
-    same = n_out == carries and all(
-        body.input_types[k] == body.output_types[k] for k in range(carries))
-    if not same:
-        outs = ", ".join(str(t) for t in body.output_types[:n_out])
+def _in_carry_order(step: Function, paths_in: list[Any], paths_out: list[Any]) -> Function:
+    """``step`` with its carry outputs in the order of its carry inputs when the step
+    returns the same leaves in another order (a dict built with its keys in another
+    order); ``paths_out`` is updated to match."""
+    n = len(paths_in)
+    if paths_out == paths_in or len(paths_out) != n or \
+            sorted(map(repr, paths_out)) != sorted(map(repr, paths_in)) or \
+            len(set(map(repr, paths_in))) != n:
+        return step
+    perm = [paths_out.index(p) for p in paths_in]
+    outs, labels = list(step.outputs), list(step.output_labels)
+    paths_out[:] = paths_in
+    return step.replace(outputs=tuple(outs[i] for i in perm) + tuple(outs[n:]),
+                        output_labels=tuple(labels[i] for i in perm) + tuple(labels[n:]))
+
+
+def _check_carry_types(step: Function, paths_in: list[Any], paths_out: list[Any],
+                       init: Any, name: str) -> None:
+    """The step returns a carry of the carry's structure, dtypes and shapes."""
+    n = len(paths_out)
+    if paths_in != paths_out or any(step.input_types[k] != step.output_types[k]
+                                    for k in range(n)):
+        outs = ", ".join(f"{structs.format_path(p, 'carry')}: {t}"
+                         for p, t in zip(paths_out, step.output_types, strict=False))
         raise YotaError(f"yota.scan: the step {name!r} returns a carry ({outs}) where it was "
                         f"given {_describe(init)}; the carry keeps its structure, dtypes and "
                         "shapes from step to step (cast with .astype, or build it with the "

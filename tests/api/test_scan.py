@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -117,13 +118,32 @@ def nested(W: Any, xs: Any) -> Any:
     return np.sum(c)
 
 
+@dataclasses.dataclass
+class State:
+    h: Any
+    count: Any
+
+
+def dataclass_and_dict(W: Any, xs: Any) -> Any:
+    """A dataclass carry, a dict carried with its keys returned in another order, a Python
+    int counted in the carry, and a y that holds a constant."""
+    def step(c: Any, x: Any) -> tuple[Any, Any]:
+        s, d = c
+        d = {"b": d["b"] * 0.5 + np.sum(x), "a": np.tanh(d["a"] + x @ W)}
+        return (State(np.sin(s.h) + x, s.count + 1), d), (0.0, s.h[0])
+
+    (s, d), (zeros, firsts) = yota.scan(step, (State(np.zeros(3), 0),
+                                              {"a": np.ones(3), "b": 1.0}), xs)
+    return np.sum(s.h) * s.count + np.sum(d["a"]) + d["b"] + np.sum(zeros) + np.sum(firsts)
+
+
 def no_xs(W: Any) -> Any:
     c, ys = yota.scan(lambda c, _: (np.cos(c @ W), np.sum(c)), np.ones(3), None, length=5)
     return np.sum(c) + np.sum(ys)
 
 
 CASES = {"structured": structured, "reverse": reversed_scan, "fori_loop": fori,
-         "nested": nested, "no_xs": no_xs}
+         "nested": nested, "no_xs": no_xs, "dataclass_and_dict": dataclass_and_dict}
 
 
 def case_args(name: str) -> list[Any]:
@@ -217,9 +237,9 @@ def traced_scan(step: Any, init: Any, xs: Any = None, **kw: Any) -> None:
 
 @pytest.mark.parametrize("step, init, xs, message", [
     (lambda c, x: (c + x, None), np.zeros(3, np.float32), None,
-     r"returns a carry \(f64\[3\]\) where it was given \(carry: float32\[3\]\).*astype"),
+     r"returns a carry \(carry: f64\[3\]\) where it was given \(carry: f32\[3\]\).*astype"),
     (lambda c, x: (np.outer(c, x), None), np.zeros(3), None,
-     r"returns a carry \(f64\[3,3\]\) where it was given \(carry: float64\[3\]\)"),
+     r"returns a carry \(carry: f64\[3,3\]\) where it was given \(carry: f64\[3\]\)"),
     (lambda c, x: c + x, np.zeros(3), None, r"must return a pair \(carry, y\), got one value"),
     (lambda c, x: (c, None), np.zeros(3), (np.ones((4, 3)), np.ones((2, 3))),
      r"leading axes of xs \(and length=\) disagree: \[2, 4\]"),
