@@ -220,6 +220,7 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
     enclosing = list(getattr(traces, "stack", None) or [])
     drawn = [_events(c) for c in enclosing]
     _, tape = _tracing.trace(body, init_v, x0)
+    tape.fname = name  # (the tape shows "scan(step)", errors name the step)
     for c, n0 in zip(enclosing, drawn, strict=True):
         if _events(c) != n0:  # a generator of an enclosing trace (its proxy) drew
             at = c.tape.randoms[-1].loc if c.tape.randoms else None
@@ -229,7 +230,7 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool
                 "enclosing function; the step is traced once, so every step would get the "
                 "first step's numbers. Draw them for all steps before the loop and pass "
                 "them in xs (rng.standard_normal((length, ...)))")
-    step_fn = to_ir(tape, f"{name}_step")
+    step_fn = to_ir(tape, f"{name}_body")
     carries = [path for argnum, path, _ in tape.leaf_vars if argnum == 0]
     stacked = sum(1 for argnum, _, _ in tape.leaf_vars if argnum == 1)
     step_fn = _in_carry_order(step_fn, carries, made["carry paths"])
