@@ -71,6 +71,24 @@ def test_scan_equals_the_python_loop_and_finite_differences(backend: str) -> Non
     assert check_grad(rnn_scan, args, g) == 4
 
 
+def test_scan_gradient_on_the_emulated_cuda_backend() -> None:
+    """The cuda backend without a GPU: its kernels built as C++ for the CPU emulation."""
+    from support.cuda_cases import emulator
+    from yota.backends import cuda
+    from yota.backends.cuda.emulate import emulation_available
+    from yota.ir import run
+
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
+    args = rnn_args(7)
+    _, tape = pipeline.trace_grad(rnn_scan, args)
+    fn = pipeline.grad_ir(tape)  # rolled, differentiated, optimized
+    got = cuda.compile(fn, device=emulator([fn]))(*args)
+    for a, b in zip(got, run(fn, *args), strict=True):
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12, atol=1e-13)
+
+
 def test_the_step_is_traced_once_whatever_the_length() -> None:
     sizes = {}
     for steps in (3, 300):
