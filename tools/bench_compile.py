@@ -13,10 +13,11 @@ Programs, each a plain Python loop:
   f32), ``x = x + tanh(LN(x) @ W1[l] + b1[l]) @ W2[l] + b2[l]``, weights stacked along a
   leading axis; JAX runs it as ``lax.scan`` over the stacked weights.
 
-Every first call runs in a fresh process (no cache: ``YOTA_CACHE=0``), one per system and
-size; the step is the median of repeated calls in that process. Yota's per-phase times
-come from its compile record (``yota.phases``). The table ends with the log-log slope of
-Yota's first call against the traced op count.
+Every first call runs in a fresh process (no cache: ``YOTA_CACHE=0``), ``--repeat`` (3)
+per system and size, the systems alternated; the table gives the medians (of the first
+call, of each phase, and of the step: the median of repeated calls in each process).
+Yota's per-phase times come from its compile record (``yota.phases``). The table ends
+with the log-log slope of Yota's first call against the traced op count.
 
     python tools/bench.py --compile                 # the default sizes
     python tools/bench.py --compile --quick         # small sizes, a smoke run
@@ -196,6 +197,22 @@ def row(name: str, size: int, y: dict[str, Any], j: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs of one system and size as one: the medians of the first call, the step
+    and each phase (the first error, if every run failed); ``runs``: how many."""
+    ok = [r for r in runs if "first" in r]
+    if not ok:
+        return runs[0] if runs else {}
+    out = dict(ok[0])
+    for k in ("first", "step"):
+        out[k] = float(np.median([r[k] for r in ok]))
+    if "phases" in out:
+        out["phases"] = {p: float(np.median([r["phases"].get(p, 0.0) for r in ok]))
+                         for p in out["phases"]}
+    out["runs"] = len(ok)
+    return out
+
+
 def slope(points: list[tuple[float, float]]) -> float | None:
     pts = [(math.log(a), math.log(b)) for a, b in points if a and b]
     if len(pts) < 2:
@@ -212,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--systems", default="yota,jax")
     ap.add_argument("--steps", type=int, default=20, help="calls timed for the step")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="fresh processes per system and size, alternated; medians reported")
     ap.add_argument("--json", help="where to write the results as JSON")
     a = ap.parse_args(argv)
     systems = a.systems.split(",")
@@ -225,8 +244,12 @@ def main(argv: list[str] | None = None) -> None:
         pts = []
         for n in ns:
             same = results.get(f"rnn/{n}", {}).get("jax") if name == "rnn_scan" else None
-            res = {s: same if s == "jax" and same else
-                   run(s, name, n, a.steps, a.timeout) if s in systems else {}
+            runs: dict[str, list[dict[str, Any]]] = {"yota": [], "jax": []}
+            for _ in range(max(1, a.repeat)):
+                for s in ("yota", "jax"):
+                    if s in systems and not (s == "jax" and same):
+                        runs[s].append(run(s, name, n, a.steps, a.timeout))
+            res = {s: same if s == "jax" and same else median_run(runs[s])
                    for s in ("yota", "jax")}
             results[f"{name}/{n}"] = res
             print(row(name, n, res["yota"], res["jax"]), flush=True)
