@@ -35,8 +35,8 @@ def format_scalar(x: Any) -> str:
     raise TypeError(f"cannot print attribute value {x!r}")
 
 
-# texts of the types and of the small attributes met in a program (its steps repeat them:
-# a 100k-op traced loop has a few dozen distinct types), kept by value (bounded)
+# texts of the types (by object) and of the int attributes (by value) met in programs: a
+# traced loop repeats them (100k ops, a few dozen distinct types); at most _TEXTS_LIMIT
 _TEXTS: dict[Any, Any] = {}
 _TEXTS_LIMIT = 1 << 14
 
