@@ -46,7 +46,7 @@ def type_text(t: TensorType) -> str:
     ``tensor_type``); the entry keeps the object alive, so its id is not reused."""
     e = _TEXTS.get(id(t))
     if e is not None and e[0] is t:
-        return e[1]  # type: ignore[no-any-return]
+        return e[1]
     s = str(t)
     if len(_TEXTS) >= _TEXTS_LIMIT:
         _TEXTS.clear()
