@@ -19,6 +19,7 @@ import atexit
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -110,9 +111,20 @@ static void yemu_call(void* f, int n, const u64* a) {
   }
 }
 extern "C" int yemu_launch(void* f, int n, const u64* a, unsigned gx, unsigned gy, unsigned gz,
-                           unsigned bx) {
+                           unsigned bx, int serial) {
   gridDim = {gx, gy, gz};
   blockDim = {bx, 1, 1};
+  if (serial) {  // no barrier, no warp exchange: one thread after another is a valid schedule
+    for (unsigned z = 0; z < gz; ++z)
+      for (unsigned y = 0; y < gy; ++y)
+        for (unsigned x = 0; x < gx; ++x)
+          for (unsigned t = 0; t < bx; ++t) {
+            threadIdx = {t, 0, 0};
+            blockIdx = {x, y, z};
+            yemu_call(f, n, a);
+          }
+    return 0;
+  }
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x) {
@@ -148,12 +160,30 @@ def emulation_available() -> str | None:
     return None
 
 
+# what makes a block's threads wait for each other (the helpers that reduce over a block or
+# a warp use them): a kernel without any runs its threads one after another, not as threads
+_SYNC = ("__syncthreads", "__shfl", "y_block_reduce", "y_warp_reduce")
+_KERNEL = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(")
+
+
+def _serial_kernels(source: str, names: Sequence[str]) -> dict[str, bool]:
+    """For each kernel of ``source`` among ``names``: whether its text (to the next
+    kernel) is free of block and warp synchronization."""
+    found = list(_KERNEL.finditer(source))
+    out = {}
+    for i, m in enumerate(found):
+        if m.group(1) in names:
+            end = found[i + 1].start() if i + 1 < len(found) else len(source)
+            out[m.group(1)] = not any(t in source[m.start():end] for t in _SYNC)
+    return out
+
+
 class _Lib:
     def __init__(self, path: str) -> None:
         self.lib = ctypes.CDLL(path)
         self.launch = self.lib.yemu_launch
         self.launch.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
-                                *[ctypes.c_uint] * 4]
+                                *[ctypes.c_uint] * 4, ctypes.c_int]
         self.addr: dict[str, int] = {}
 
     def function(self, name: str) -> int:
@@ -181,6 +211,7 @@ class EmuDevice:
         if cache_dir is None:
             atexit.register(shutil.rmtree, self.dir, True)
         self.libs: list[tuple[set[str], _Lib]] = []
+        self.serial: dict[str, bool] = {}  # kernel -> its threads may run one after another
         self.launches = 0
 
     def key(self) -> dict[str, Any]:
@@ -204,6 +235,7 @@ class EmuDevice:
             os.replace(path + ".tmp", path)
         lib = _Lib(path)
         self.libs.append((set(names), lib))
+        self.serial.update(_serial_kernels(source, names))
         return lib
 
     def load(self, source: str, names: Sequence[str]) -> Any:
@@ -212,22 +244,22 @@ class EmuDevice:
                 return lib
         return self.build(source, names)
 
-    def function(self, handle: _Lib, name: str) -> tuple[_Lib, int]:
-        return handle, handle.function(name)
+    def function(self, handle: _Lib, name: str) -> tuple[_Lib, int, bool]:
+        return handle, handle.function(name), self.serial.get(name, False)
 
     def stream(self) -> None:
         return None
 
-    def launch(self, f: tuple[_Lib, int], grid: tuple[int, int, int],
+    def launch(self, f: tuple[_Lib, int, bool], grid: tuple[int, int, int],
                block: tuple[int, int, int], args: list[int], stream: Any) -> None:
         self.launches += 1
         if len(args) > MAX_ARGS:
             raise CudaUnavailable(f"the CPU emulation passes at most {MAX_ARGS} kernel "
                                   f"arguments; this kernel takes {len(args)}")
-        lib, addr = f
+        lib, addr, serial = f
         arr = (ctypes.c_uint64 * max(1, len(args)))(*args)
         gx = min(grid[0], self.max_blocks)
-        lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0])
+        lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0], int(serial))
 
     # -- memory -------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
