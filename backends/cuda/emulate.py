@@ -1,10 +1,11 @@
 """A CPU stand-in for a CUDA device, for testing the backend on machines without a GPU.
 
 The generated CUDA C is compiled as C++ by the host compiler (``g++``) against a small
-header that supplies CUDA's built-ins: each block runs as ``blockDim.x`` OS threads
-(``__syncthreads`` is a barrier, warp shuffles exchange through per-warp slots with a
-32-thread barrier, atomics take a lock), blocks run one after another, and ``__shared__``
-variables are statics. Memory is host memory (NumPy arrays), matrix products are NumPy's.
+header that supplies CUDA's built-ins: a block's threads run one after another on the
+calling thread when the kernel never synchronizes them, else as fibers (``__syncthreads``
+waits at the block's barrier, warp shuffles exchange through per-warp slots and wait at
+the warp's barrier; a barrier lets its waiters go when its last thread arrives), blocks
+run one after another, and ``__shared__`` variables are statics. Memory is host memory (NumPy arrays), matrix products are NumPy's.
 
 It checks what the backend decides and renders (schedules, index arithmetic, memory plan,
 reductions across warps and blocks, two-stage reductions, failure codes) against the
@@ -35,9 +36,9 @@ HEADER = r"""
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <barrier>
+#include <memory>
 #include <mutex>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
 static thread_local dim3 threadIdx, blockIdx;
@@ -48,22 +49,46 @@ static dim3 blockDim, gridDim;
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __shared__ static
+// A block whose threads synchronize runs as fibers on the calling thread: a thread runs
+// until it waits at a barrier (the block's, or its warp's for a shuffle) or ends; a barrier
+// makes its waiters runnable when its last participant arrives; ended threads leave it.
+struct yemu_bar { unsigned expected = 0, arrived = 0; std::vector<unsigned> waiters; };
+struct yemu_fiber { ucontext_t ctx; std::unique_ptr<char[]> stack; int state = 0; };  // 0 run, 1 wait, 2 end
 struct yemu_block {
-  std::barrier<>* bar;
-  std::vector<std::barrier<>*> warps;
+  std::vector<yemu_fiber> fibers;
+  ucontext_t sched;
+  yemu_bar bar;
+  std::vector<yemu_bar> warps;
+  unsigned cur = 0;
   uint64_t xchg[1024];
 };
 static thread_local yemu_block* yemu_cur;
-static std::mutex yemu_mu;
-static inline void __syncthreads() { yemu_cur->bar->arrive_and_wait(); }
+static std::mutex yemu_mu;  // atomics (launches may run in several threads)
+static const size_t YEMU_STACK = 1 << 18;  // a fiber's stack
+static void yemu_release(yemu_block* b, yemu_bar& w) {
+  if (w.arrived < w.expected) return;
+  for (unsigned i : w.waiters) b->fibers[i].state = 0;
+  w.waiters.clear();
+  w.arrived = 0;
+}
+static void yemu_wait(yemu_bar& w) {
+  yemu_block* b = yemu_cur;
+  const unsigned me = b->cur;
+  ++w.arrived;
+  w.waiters.push_back(me);
+  b->fibers[me].state = 1;
+  yemu_release(b, w);
+  swapcontext(&b->fibers[me].ctx, &b->sched);
+}
+static inline void __syncthreads() { yemu_wait(yemu_cur->bar); }
 template <class T> static inline T __shfl_down_sync(unsigned, T v, int d) {
   const int t = threadIdx.x, lane = t & 31;
-  std::barrier<>* w = yemu_cur->warps[t >> 5];
+  yemu_bar& w = yemu_cur->warps[t >> 5];
   memcpy(&yemu_cur->xchg[t], &v, sizeof(T));
-  w->arrive_and_wait();
+  yemu_wait(w);
   T r = v;
   if (lane + d < 32) memcpy(&r, &yemu_cur->xchg[t + d], sizeof(T));
-  w->arrive_and_wait();
+  yemu_wait(w);
   return r;
 }
 static inline float __int_as_float(int x) { float f; memcpy(&f, &x, 4); return f; }
@@ -125,28 +150,53 @@ extern "C" int yemu_launch(void* f, int n, const u64* a, unsigned gx, unsigned g
           }
     return 0;
   }
+  static thread_local void* yemu_f;
+  static thread_local int yemu_n;
+  static thread_local const u64* yemu_a;
+  yemu_f = f; yemu_n = n; yemu_a = a;
   for (unsigned z = 0; z < gz; ++z)
     for (unsigned y = 0; y < gy; ++y)
       for (unsigned x = 0; x < gx; ++x) {
         yemu_block blk;
-        std::barrier<> bar(bx);
-        blk.bar = &bar;
-        std::vector<std::barrier<>*> ws;
-        for (unsigned w = 0; w < (bx + 31) / 32; ++w)
-          ws.push_back(new std::barrier<>(bx - 32 * w < 32 ? bx - 32 * w : 32));
-        blk.warps = ws;
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < bx; ++t)
-          ts.emplace_back([&, t] {
+        blk.fibers.resize(bx);
+        blk.bar.expected = bx;
+        for (unsigned w = 0; w < (bx + 31) / 32; ++w) {
+          blk.warps.emplace_back();
+          blk.warps.back().expected = bx - 32 * w < 32 ? bx - 32 * w : 32;
+        }
+        yemu_cur = &blk;
+        blockIdx = {x, y, z};
+        for (unsigned t = 0; t < bx; ++t) {
+          yemu_fiber& fb = blk.fibers[t];
+          fb.stack.reset(new char[YEMU_STACK]);  // (not zeroed: touched as used)
+          getcontext(&fb.ctx);
+          fb.ctx.uc_stack.ss_sp = fb.stack.get();
+          fb.ctx.uc_stack.ss_size = YEMU_STACK;
+          fb.ctx.uc_link = &blk.sched;
+          makecontext(&fb.ctx, (void (*)())+[] {
+            yemu_block* b = yemu_cur;
+            yemu_call(yemu_f, yemu_n, yemu_a);
+            const unsigned me = b->cur;  // ended: it leaves its barriers
+            b->fibers[me].state = 2;
+            --b->bar.expected;
+            yemu_release(b, b->bar);
+            yemu_bar& w = b->warps[me >> 5];
+            --w.expected;
+            yemu_release(b, w);
+          }, 0);
+        }
+        for (bool ran = true; ran;) {
+          ran = false;
+          for (unsigned t = 0; t < bx; ++t) {
+            if (blk.fibers[t].state != 0) continue;
+            ran = true;
+            blk.cur = t;
             threadIdx = {t, 0, 0};
-            blockIdx = {x, y, z};
-            yemu_cur = &blk;
-            yemu_call(f, n, a);
-            blk.warps[t >> 5]->arrive_and_drop();
-            bar.arrive_and_drop();
-          });
-        for (auto& th : ts) th.join();
-        for (auto* w : ws) delete w;
+            swapcontext(&blk.sched, &blk.fibers[t].ctx);
+          }
+        }
+        for (auto& fb : blk.fibers)
+          if (fb.state != 2) return 1;  // threads left waiting at a barrier: a deadlock
       }
   return 0;
 }
@@ -259,7 +309,9 @@ class EmuDevice:
         lib, addr, serial = f
         arr = (ctypes.c_uint64 * max(1, len(args)))(*args)
         gx = min(grid[0], self.max_blocks)
-        lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0], int(serial))
+        if lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0], int(serial)):
+            raise RuntimeError("emulated kernel: threads of a block were left waiting at a "
+                               "barrier that the others never reached (a deadlock on a GPU)")
 
     # -- memory -------------------------------------------------------------------------------
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
