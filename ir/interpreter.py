@@ -25,7 +25,7 @@ def check_inputs(fn: Function, args: Sequence[Any]) -> list[np.ndarray]:
         raise SignatureError(f"@{fn.name} takes {len(fn.inputs)} inputs, got {len(args)}")
     out = []
     for i, (a, v, lab) in enumerate(zip(args, fn.inputs, fn.input_labels, strict=True)):
-        arr = np.asarray(a)
+        arr = a if type(a) is np.ndarray else np.asarray(a)
         if arr.shape != v.type.shape:
             name = lab or f"input {i}"
             raise SignatureError(f"@{fn.name}: {name} should have shape {list(v.type.shape)} "
