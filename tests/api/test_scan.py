@@ -19,39 +19,13 @@ import numpy as np
 import pytest
 from support.gradcheck import check_grad
 from support.mlir_cases import MISSING as MLIR_MISSING
+from support.rnn_cases import rnn_args, rnn_loss, rnn_scan
 from yota.ir.errors import TraceError, UnsupportedError, YotaError
 
 import yota
 from yota import pipeline
 
 BACKENDS = ["interp", "llvm", "mlir"]
-B, H, N_IN = 4, 5, 3
-
-
-def rnn_scan(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
-    def step(h: Any, x: Any) -> tuple[Any, Any]:
-        h = np.tanh(x @ Wx + h @ Wh)
-        return h, np.sum((h @ Wo) ** 2)
-
-    _, ys = yota.scan(step, np.zeros((B, H)), xs)
-    return np.sum(ys) / xs.shape[0]
-
-
-def rnn_loop(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
-    h = np.zeros((B, H))
-    total = 0.0
-    for t in range(xs.shape[0]):
-        h = np.tanh(xs[t] @ Wx + h @ Wh)
-        total = total + np.sum((h @ Wo) ** 2)
-    return total / xs.shape[0]
-
-
-def rnn_args(steps: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal((N_IN, H)) * 0.5, rng.standard_normal((H, H)) * 0.5,
-            rng.standard_normal((H, 1)), rng.standard_normal((steps, B, N_IN))]
-
-
 def backend_or_skip(backend: str) -> None:
     if backend == "mlir" and MLIR_MISSING:
         pytest.skip(f"the mlir backend needs {MLIR_MISSING}")
@@ -62,9 +36,9 @@ def test_scan_equals_the_python_loop_and_finite_differences(backend: str) -> Non
     backend_or_skip(backend)
     args = rnn_args(9)
     val, g = yota.grad(rnn_scan, *args, backend=backend, cache=False)
-    val0, g0 = yota.grad(rnn_loop, *args, backend=backend, cache=False)
+    val0, g0 = yota.grad(rnn_loss, *args, backend=backend, cache=False)
     # the same ops in the same order: only the backends' own reassociation may differ
-    np.testing.assert_allclose(val, rnn_loop(*args), rtol=1e-13)
+    np.testing.assert_allclose(val, rnn_loss(*args), rtol=1e-13)
     np.testing.assert_allclose(val, val0, rtol=1e-13)
     for a, b in zip(g, g0, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)

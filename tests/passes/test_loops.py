@@ -21,6 +21,7 @@ from support import irgen  # noqa: E402
 from support.backend_cases import loop_programs, mismatch, rnn_steps  # noqa: E402
 from support.gradcheck import check_grad  # noqa: E402
 from support.mlir_cases import MISSING as MLIR_MISSING  # noqa: E402
+from support.rnn_cases import rnn_args, rnn_loss  # noqa: E402
 from yota.backends import llvm  # noqa: E402
 from yota.ir import Builder, Function, GuardFailed, Value, run  # noqa: E402
 from yota.ir.autodiff import vjp  # noqa: E402
@@ -183,24 +184,6 @@ def test_second_order_through_a_loop() -> None:
 
 
 # -- Python loops through yota.grad -----------------------------------------------------------------
-H, B, N_IN = 5, 3, 4
-
-
-def rnn_loss(wx: np.ndarray, wh: np.ndarray, wo: np.ndarray, xs: np.ndarray) -> Any:
-    h = np.zeros((B, H))
-    total = 0.0
-    for t in range(xs.shape[0]):
-        h = np.tanh(xs[t] @ wx + h @ wh)
-        total = total + np.sum((h @ wo) ** 2)
-    return total / xs.shape[0]
-
-
-def rnn_args(steps: int, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal((N_IN, H)) * 0.5, rng.standard_normal((H, H)) * 0.5,
-            rng.standard_normal((H, 1)), rng.standard_normal((steps, B, N_IN))]
-
-
 def test_a_python_loop_is_compiled_as_one_loop_op() -> None:
     _, tape = pipeline.trace_grad(rnn_loss, rnn_args(40))
     fn = pipeline.traced_ir(tape)
