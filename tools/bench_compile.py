@@ -53,7 +53,8 @@ def rnn_inputs(T: int) -> list[np.ndarray]:
 
 
 def rnn_loss(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
-    h = np.zeros((B, H))
+    """(Its sizes come from its arguments: the tests run it small, tests/support/rnn_cases.)"""
+    h = np.zeros((xs.shape[1], Wh.shape[0]))
     total = 0.0
     for t in range(xs.shape[0]):
         h = np.tanh(xs[t] @ Wx + h @ Wh)
@@ -62,13 +63,14 @@ def rnn_loss(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
 
 
 def rnn_scan_loss(Wx: Any, Wh: Any, Wo: Any, xs: Any) -> Any:
+    """``rnn_loss`` with ``yota.scan``: the step traced once."""
     import yota
 
     def step(h: Any, x: Any) -> tuple[Any, Any]:
         h = np.tanh(x @ Wx + h @ Wh)
         return h, np.sum((h @ Wo) ** 2)
 
-    _, ys = yota.scan(step, np.zeros((B, H)), xs)
+    _, ys = yota.scan(step, np.zeros((xs.shape[1], Wh.shape[0])), xs)
     return np.sum(ys) / xs.shape[0]
 
 
