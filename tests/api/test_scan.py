@@ -277,8 +277,67 @@ def test_draws_from_the_enclosing_generator_are_refused() -> None:
         yota.grad(g, np.ones((4, 3)), cache=False)
 
 
-def test_fori_loop_bounds_must_be_ints() -> None:
+def test_fori_loop_bounds_must_be_ints_and_functions_callable() -> None:
     with pytest.raises(YotaError, match="lower and upper must be Python ints"):
         yota.fori_loop(0, 2.0, lambda i, c: c, 0.0)
-    with pytest.raises(YotaError, match="yota.scan: the first argument must be"):
+    with pytest.raises(YotaError, match=r"yota.scan: the step must be a function "
+                                        r"\(carry, x\) -> \(carry, y\), got a ndarray"):
         yota.scan(np.zeros(3), 0.0, np.ones(3))  # type: ignore[arg-type]
+    with pytest.raises(YotaError, match=r"yota.fori_loop: the body must be a function "
+                                        r"\(i, carry\) -> carry.*fori_loop\(lower, upper"):
+        yota.fori_loop(0, 3, 0.0, lambda i, c: c)  # type: ignore[arg-type]
+
+
+def test_loops_of_no_steps_run_no_body_where_they_need_not() -> None:
+    a = np.zeros(0)
+    body_runs = []
+
+    def body(i: Any, c: Any) -> Any:
+        body_runs.append(i)
+        return c + a[i]
+
+    assert yota.fori_loop(0, len(a), body, 0.0) == 0.0 and not body_runs
+    val, (g,) = yota.grad(lambda w: np.sum(yota.fori_loop(3, 3, body, w)), np.ones(2),
+                          cache=False)
+    assert val == 2.0 and not body_runs
+    np.testing.assert_array_equal(g, np.ones(2))
+    # scan of no steps still needs its ys' shapes: the step runs once, on zeros
+    step = lambda c, m: (np.linalg.solve(m, c), c)  # noqa: E731 - singular on zeros
+    for run in (lambda: yota.scan(step, np.ones(2), np.zeros((0, 2, 2))),
+                lambda: yota.grad(lambda c: np.sum(yota.scan(step, c, np.zeros((0, 2, 2)))[0]),
+                                  np.ones(2), cache=False)):
+        with pytest.raises(YotaError, match=r"a loop of no steps still runs its step once, "
+                                            r"on zeros.*LinAlgError"):
+            run()
+
+
+def test_eager_scan_checks_every_step_returns_the_same_y() -> None:
+    def step(c: Any, x: Any) -> tuple[Any, Any]:
+        return c + 1, ({"a": x} if c == 0 else {"b": -x})
+
+    with pytest.raises(YotaError, match=r"returns a y of another structure, dtype or shape at "
+                                        r"step 1 \(y\.b: f64\[\]\) than at the first step "
+                                        r"\(y\.a: f64\[\]\)"):
+        yota.scan(step, 0, np.arange(3.0))
+
+
+def test_a_python_float_carry_with_float32_steps_says_it_is_float64() -> None:
+    xs, w = np.ones((3, 2), np.float32), np.float32(2.0)
+    step = lambda c, x: (c + np.sum(x * w), None)  # noqa: E731
+    for run in (lambda: yota.scan(step, 0.0, xs),
+                lambda: yota.grad(lambda xs: yota.scan(step, 0.0, xs)[0], xs, cache=False)):
+        with pytest.raises(YotaError, match=r"carry: f32\[\].*carry: f64\[\].*a Python float "
+                                            r"in the carry is f64: start from np.float32"):
+            run()
+    c, _ = yota.scan(step, np.float32(0.0), xs)
+    assert c == np.float32(12.0) and c.dtype == np.float32
+
+
+def test_fori_loop_errors_name_the_body_and_a_pair_may_be_a_list() -> None:
+    def body(i: Any, c: Any) -> Any:
+        return c + i if i > 0 else c  # decided at i = 0 only
+
+    with pytest.raises(TraceError, match=r"yota.fori_loop: the body 'body' is traced once"):
+        yota.grad(lambda x: np.sum(yota.fori_loop(0, 3, body, x)), np.ones(2), cache=False)
+    c, ys = yota.scan(lambda c, x: [c + x, c], 0.0, np.arange(3.0))
+    assert c == 3.0 and list(ys) == [0.0, 0.0, 1.0]
