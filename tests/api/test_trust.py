@@ -229,11 +229,13 @@ def test_every_backend_reports_the_guarded_value_so_a_guard_can_be_reanchored(
     b.guard(m, expected=float(np.nextafter(true, np.inf)), kind="float")
     fn = b.build([m])
     if backend == "cuda-emulated":
-        from test_cuda_ops import EMU, emulator
-
-        if EMU:
-            pytest.skip(EMU)
+        from support.cuda_cases import emulator
         from yota.backends import cuda
+        from yota.backends.cuda.emulate import emulation_available
+
+        why = emulation_available()
+        if why:
+            pytest.skip(why)
 
         def compile_(f: Any) -> Any:
             return cuda.compile(f, device=emulator([f]))

@@ -65,12 +65,14 @@ def test_method_forms() -> None:
 
 
 def test_cuda_kernels_emulated() -> None:
-    from test_cuda_ops import EMU, emulator
+    from support.cuda_cases import emulator
     from yota.backends import cuda
+    from yota.backends.cuda.emulate import emulation_available
     from yota.ir.autodiff import vjp
 
-    if EMU:
-        pytest.skip(EMU)
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
     progs = []
     for fn in FUNCS:
         x = np.random.default_rng(3).uniform(0.5, 1.5, (3, 9))

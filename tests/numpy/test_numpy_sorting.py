@@ -76,12 +76,14 @@ def test_refused_forms_name_the_argument() -> None:
 
 
 def test_cuda_kernels_emulated() -> None:
-    from test_cuda_ops import EMU, emulator
+    from support.cuda_cases import emulator
     from yota.backends import cuda
+    from yota.backends.cuda.emulate import emulation_available
     from yota.ir.autodiff import vjp
 
-    if EMU:
-        pytest.skip(EMU)
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
     x = np.random.default_rng(2).standard_normal((3, 6))
     _, tape = yota.trace(lambda x: np.sum(np.sort(x, axis=1) ** 2) + np.median(x), x)
     g = vjp(yota.to_ir(tape), [0])

@@ -231,8 +231,9 @@ def test_second_order_matches_finite_differences() -> None:
 
 
 def test_gradient_programs_on_cuda() -> None:
-    from test_cuda_ops import EMU, emulator
+    from support.cuda_cases import emulator
     from yota.backends import cuda
+    from yota.backends.cuda.emulate import emulation_available
     from yota.backends.cuda.lower import module_source
     from yota.ir.autodiff import vjp
     from yota.ir.passes import optimize
@@ -247,8 +248,9 @@ def test_gradient_programs_on_cuda() -> None:
         cubins = cuda.compile_archs(module_source(kernels.values()), ("sm_80",),
                                     fast_compile=True)
         assert cubins and all(len(c) > 0 for c in cubins.values())
-    if EMU:
-        pytest.skip(EMU)
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
     dev = emulator([g for _, g, _ in progs])
     bad = [f"{name}: {msg}" for name, g, args in progs
            if (msg := compare(g, args, cuda.compile(g, device=dev), backend="cuda"))]
