@@ -36,8 +36,8 @@ HEADER = r"""
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <memory>
 #include <mutex>
+#include <sys/mman.h>
 #include <ucontext.h>
 #include <vector>
 struct dim3 { unsigned x = 1, y = 1, z = 1; };
@@ -53,7 +53,7 @@ static dim3 blockDim, gridDim;
 // until it waits at a barrier (the block's, or its warp's for a shuffle) or ends; a barrier
 // makes its waiters runnable when its last participant arrives; ended threads leave it.
 struct yemu_bar { unsigned expected = 0, arrived = 0; std::vector<unsigned> waiters; };
-struct yemu_fiber { ucontext_t ctx; std::unique_ptr<char[]> stack; int state = 0; };  // 0 run, 1 wait, 2 end
+struct yemu_fiber { ucontext_t ctx; int state = 0; };  // 0 run, 1 wait, 2 end
 struct yemu_block {
   std::vector<yemu_fiber> fibers;
   ucontext_t sched;
@@ -64,7 +64,20 @@ struct yemu_block {
 };
 static thread_local yemu_block* yemu_cur;
 static std::mutex yemu_mu;  // atomics (launches may run in several threads)
-static const size_t YEMU_STACK = 1 << 18;  // a fiber's stack
+// fibers' stacks, 1 MiB each below a guard page (an overflow faults, it does not write into
+// other memory), mapped once per calling thread and reused by its later launches
+static const size_t YEMU_STACK = 1 << 20, YEMU_GUARD = 1 << 12;
+static thread_local std::vector<char*> yemu_stacks;
+static char* yemu_stack(unsigned t) {
+  while (yemu_stacks.size() <= t) {
+    void* p = mmap(nullptr, YEMU_STACK + YEMU_GUARD, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    mprotect(p, YEMU_GUARD, PROT_NONE);  // stacks grow down, toward it
+    yemu_stacks.push_back((char*)p + YEMU_GUARD);
+  }
+  return yemu_stacks[t];
+}
 static void yemu_release(yemu_block* b, yemu_bar& w) {
   if (w.arrived < w.expected) return;
   for (unsigned i : w.waiters) b->fibers[i].state = 0;
@@ -168,9 +181,10 @@ extern "C" int yemu_launch(void* f, int n, const u64* a, unsigned gx, unsigned g
         blockIdx = {x, y, z};
         for (unsigned t = 0; t < bx; ++t) {
           yemu_fiber& fb = blk.fibers[t];
-          fb.stack.reset(new char[YEMU_STACK]);  // (not zeroed: touched as used)
+          char* stack = yemu_stack(t);
+          if (!stack) return 2;
           getcontext(&fb.ctx);
-          fb.ctx.uc_stack.ss_sp = fb.stack.get();
+          fb.ctx.uc_stack.ss_sp = stack;
           fb.ctx.uc_stack.ss_size = YEMU_STACK;
           fb.ctx.uc_link = &blk.sched;
           makecontext(&fb.ctx, (void (*)())+[] {
@@ -309,7 +323,10 @@ class EmuDevice:
         lib, addr, serial = f
         arr = (ctypes.c_uint64 * max(1, len(args)))(*args)
         gx = min(grid[0], self.max_blocks)
-        if lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0], int(serial)):
+        rc = lib.launch(addr, len(args), arr, gx, grid[1], grid[2], block[0], int(serial))
+        if rc == 2:
+            raise RuntimeError("emulated kernel: no memory for its threads' stacks")
+        if rc:
             raise RuntimeError("emulated kernel: threads of a block were left waiting at a "
                                "barrier that the others never reached (a deadlock on a GPU)")
 
