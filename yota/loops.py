@@ -135,9 +135,9 @@ def _eager(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool, who
            ) -> tuple[Any, Any]:
     if n == 0:  # no step, but ys need their shapes: the step run once on zeros
         _, y0 = _on_zeros(lambda x0: _step(f, init, x0, who), xs, who)
-        return init, structs.rebuild(y0, lambda _, v: np.empty((0, *np.shape(v)),
-                                                               np.asarray(v).dtype),
-                                     leaf=_number_or_array)
+        leaves, _, template = _split(y0)
+        return init, _fill(template, [np.empty((0, *np.shape(v)), np.result_type(v))
+                                      for v in leaves])
     carry, ys = init, [None] * n
     kinds0: dict[str, Any] | None = None
     for i in range(n - 1, -1, -1) if reverse else range(n):
@@ -151,28 +151,18 @@ def _eager(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool, who
                             f"{i} {_describe(ys[i], 'y')} than at the first step "
                             f"{_describe(ys[n - 1 if reverse else 0], 'y')}; the ys are "
                             "stacked, so every step returns the same kind of y")
-    flat = [_leaves(y) for y in ys]
-    it = iter([np.stack([np.asarray(fl[k][1]) for fl in flat]) for k in range(len(flat[0]))])
-    return carry, structs.rebuild(ys[0], lambda _, v: next(it), leaf=_number_or_array)
+    columns = zip(*[_split(y)[0] for y in ys], strict=True)  # (checked alike above)
+    return carry, _fill(_split(ys[0])[2], [np.stack(c) for c in columns])
 
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, (bool, int))
 
 
-def _number_or_array(v: Any) -> bool:
-    return _is_int(v) or structs.is_leaf(v)
-
-
-def _leaves(x: Any) -> list[tuple[Any, Any]]:
-    """(path, value) of the arrays and numbers in ``x`` (Python ints too)."""
-    out: list[tuple[Any, Any]] = []
-    structs.rebuild(x, lambda p, v: out.append((p, v)), leaf=_number_or_array)
-    return out
-
-
 def _kinds(x: Any) -> dict[str, tuple[Any, Any]]:
-    return {repr(p): (np.shape(v), np.result_type(v)) for p, v in _leaves(x)}
+    leaves, paths, _ = _split(x)
+    return {repr(p): (np.shape(v), np.result_type(v)) for p, v in zip(paths, leaves,
+                                                                        strict=True)}
 
 
 def _check_carry(init: Any, carry: Any, who: _Who) -> None:
@@ -184,7 +174,7 @@ def _check_carry(init: Any, carry: Any, who: _Who) -> None:
 
 def _float_hint(init: Any) -> str:
     """A Python float in the carry is float64 (NumPy's rule): say so."""
-    if any(type(v) is float for _, v in _leaves(init)):
+    if any(type(v) is float for v in _split(init)[0]):
         return "; a Python float in the carry is f64: start from np.float32(0.0) for f32"
     return ""
 
@@ -203,13 +193,13 @@ def _on_zeros(run: Callable[[Any], Any], xs: Any, who: _Who) -> Any:
 
 
 def _describe(x: Any, root: str = "carry") -> str:
-    leaves = _leaves(x)
+    leaves, paths, _ = _split(x)
     parts = [f"{structs.format_path(p, root)}: {tensor_type(np.result_type(v), np.shape(v))}"
-             for p, v in leaves]
+             for p, v in zip(paths, leaves, strict=True)]
     return "(" + ", ".join(parts) + ")"
 
 
-# -- in a trace: the step traced once, one loop op -----------------------------------------
+# -- leaves of a carry or a y: tracers, arrays, numbers (Python ints too) ------------------
 class _Slot:
     """A leaf's place in a structure whose leaves were taken out (``_split``)."""
 
@@ -220,13 +210,13 @@ class _Slot:
 
 
 def _split(x: Any) -> tuple[list[Any], list[Any], Any]:
-    """The leaves of ``x`` (tracers, arrays, numbers: a number becomes an array, so that
-    every leaf is a value of the trace), their paths, and ``x`` with ``_Slot``s for them."""
+    """The leaves of ``x`` in ``structs``' order, their paths, and ``x`` with ``_Slot``s
+    in their places (``_fill`` puts values there)."""
     leaves: list[Any] = []
     paths: list[Any] = []
 
     def take(path: Any, v: Any) -> _Slot:
-        leaves.append(v if structs.is_traced(v) else np.asarray(v))
+        leaves.append(v)
         paths.append(path)
         return _Slot(len(leaves) - 1)
 
@@ -234,12 +224,20 @@ def _split(x: Any) -> tuple[list[Any], list[Any], Any]:
 
 
 def _value_leaf(v: Any) -> bool:
-    return structs.is_traced(v) or _number_or_array(v)
+    return structs.is_traced(v) or _is_int(v) or structs.is_leaf(v)
 
 
 def _fill(template: Any, values: list[Any]) -> Any:
     return structs.rebuild(template, lambda _, s: values[s.k],
                            leaf=lambda v: isinstance(v, _Slot))
+
+
+def _as_value(v: Any) -> Any:
+    """A leaf a nested trace can return: a number becomes an array (a constant)."""
+    return v if structs.is_traced(v) else np.asarray(v)
+
+
+# -- in a trace: the step traced once, one loop op -----------------------------------------
 
 
 def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool, who: _Who
@@ -262,7 +260,7 @@ def _traced(f: Callable[..., Any], init: Any, xs: Any, n: int, reverse: bool, wh
         carry, y = _step(f, c, x, who)
         cl, made["carry paths"], made["carry"] = _split(carry)
         yl, _, made["y"] = _split(y)
-        return cl, yl
+        return [_as_value(v) for v in cl], [_as_value(v) for v in yl]
 
     enclosing = list(getattr(traces, "stack", None) or [])
     drawn = [_events(c) for c in enclosing]
