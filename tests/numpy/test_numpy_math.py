@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.backend_cases import compare
 from support.gradcheck import check_grad
 
 import yota
@@ -160,25 +159,13 @@ def test_second_order_matches_finite_differences() -> None:
 
 
 def test_cuda_kernels_compile_and_run_emulated() -> None:
-    from support.cuda_cases import emulator
-    from yota.backends import cuda
-    from yota.backends.cuda.emulate import emulation_available
-    from yota.backends.cuda.lower import module_source
+    from support.cuda_cases import emulated_mismatches, nvrtc_compiles
     from yota.ir.autodiff import vjp
 
     progs = [(name, vjp(fn, list(range(len(args)))), args) for name, fn, args in
              _loss_programs()]
-    if cuda.nvrtc_available() is None:
-        kernels = {n: s for _, g, _ in progs for n, s in cuda.lower(g).kernels.items()}
-        cubins = cuda.compile_archs(module_source(kernels.values()), ("sm_80",),
-                                    fast_compile=True)
-        assert cubins and all(len(c) > 0 for c in cubins.values())
-    why = emulation_available()
-    if why:
-        pytest.skip(why)
-    dev = emulator([g for _, g, _ in progs])
-    bad = [f"{name}: {msg}" for name, g, args in progs
-           if (msg := compare(g, args, cuda.compile(g, device=dev), backend="cuda"))]
+    nvrtc_compiles([g for _, g, _ in progs])
+    bad = emulated_mismatches(progs)
     assert not bad, bad[:3]
 
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from support.backend_cases import compare
 from support.gradcheck import check_grad
 
 import yota
@@ -65,20 +64,13 @@ def test_method_forms() -> None:
 
 
 def test_cuda_kernels_emulated() -> None:
-    from support.cuda_cases import emulator
-    from yota.backends import cuda
-    from yota.backends.cuda.emulate import emulation_available
+    from support.cuda_cases import emulated_mismatches
     from yota.ir.autodiff import vjp
 
-    why = emulation_available()
-    if why:
-        pytest.skip(why)
     progs = []
     for fn in FUNCS:
         x = np.random.default_rng(3).uniform(0.5, 1.5, (3, 9))
         _, tape = yota.trace(lambda x, fn=fn: np.sum(np.sin(fn(x, axis=1))), x)
         progs.append((fn.__name__, vjp(yota.to_ir(tape), [0]), [x]))
-    dev = emulator([g for _, g, _ in progs])
-    bad = [f"{n}: {m}" for n, g, a in progs
-           if (m := compare(g, a, cuda.compile(g, device=dev), backend="cuda"))]
+    bad = emulated_mismatches(progs)
     assert not bad, bad

@@ -354,6 +354,32 @@ def compare(fn: Function, args: list[np.ndarray], exe: Callable[..., list[Any]],
     return backend_cases.compare(fn, args, exe, to_host, "cuda")
 
 
+def emulated_mismatches(progs: list[tuple[str, Function, list[np.ndarray]]]) -> list[str]:
+    """Each named program compiled for the CPU emulation (one library for all) and run
+    against the interpreter (``compare``): ``"name: what differs"`` for each that disagrees.
+    Skips the calling test where the emulation cannot run."""
+    import pytest
+    from yota.backends.cuda.emulate import emulation_available
+
+    why = emulation_available()
+    if why:
+        pytest.skip(why)
+    dev = emulator([fn for _, fn, _ in progs])
+    return [f"{name}: {msg}" for name, fn, args in progs
+            if (msg := compare(fn, args, cuda.compile(fn, device=dev)))]
+
+
+def nvrtc_compiles(fns: list[Function]) -> None:
+    """Where NVRTC runs (no GPU needed): every kernel of ``fns`` compiles for sm_80."""
+    if cuda.nvrtc_available() is not None:
+        return
+    from yota.backends.cuda.lower import module_source
+
+    kernels = {n: s for fn in fns for n, s in cuda.lower(fn).kernels.items()}
+    cubins = cuda.compile_archs(module_source(kernels.values()), ("sm_80",), fast_compile=True)
+    assert cubins and all(len(c) > 0 for c in cubins.values())
+
+
 def programs(seeds: range) -> list[tuple[int, str, Function, list[np.ndarray]]]:
     out = []
     for seed in seeds:
